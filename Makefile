@@ -1,0 +1,44 @@
+# kcoord: `make run` starts the broker on 127.0.0.1:9092; `make test` runs every test.
+# Both create .venv and install what they need.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+LISTEN ?= 127.0.0.1:9092
+DATA_DIR ?= ./data
+
+.PHONY: run test lint typecheck unit integration bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check broker protocol storage pipeline tests bench
+
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy protocol broker storage
+
+test: lint typecheck
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+unit: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q -m "not integration" tests
+
+integration: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q -m integration tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

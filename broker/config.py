@@ -1,0 +1,183 @@
+"""Broker configuration: Kafka's config names, Kafka's defaults, validated at start-up.
+
+Values come from a TOML file (``--config``) and ``--set name=value`` (which wins). An
+unknown name or a bad value is a ``ConfigError`` naming the key, raised before the
+broker binds a socket.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a message that names the key."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type  # int, bool, str
+    default: Any
+    doc: str
+    check: Callable[[Any], bool] | None = None
+    rule: str = ""
+
+
+def _positive(v: int) -> bool:
+    return v > 0
+
+
+def _non_negative(v: int) -> bool:
+    return v >= 0
+
+
+def _one_of(*choices: str) -> Callable[[Any], bool]:
+    return lambda v: v in choices
+
+
+INT32_MAX = 2147483647
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("node.id", int, 0, "The id this broker advertises in Metadata and FindCoordinator.",
+            _non_negative, ">= 0"),
+    Setting("cluster.id", str, "kcoord-cluster", "The cluster id returned in Metadata."),
+    Setting("advertised.listeners", str, "",
+            "PLAINTEXT://host:port clients are told to connect to; default: the --listen address."),
+    Setting("socket.request.max.bytes", int, 104857600,
+            "Largest request frame accepted; a larger size prefix closes the connection.",
+            _positive, "> 0"),
+    Setting("group.initial.rebalance.delay.ms", int, 3000,
+            "How long a new group waits for more members before its first rebalance.",
+            _non_negative, ">= 0"),
+    Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.",
+            _non_negative, ">= 0"),
+    Setting("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for.",
+            _non_negative, ">= 0"),
+    Setting("group.max.size", int, INT32_MAX, "Most members one consumer group may have (KIP-389).",
+            _positive, "> 0"),
+    Setting("offsets.retention.minutes", int, 10080,
+            "How long committed offsets live after their group became empty (KIP-211).",
+            _positive, "> 0"),
+    Setting("offsets.retention.check.interval.ms", int, 600000, "How often expired offsets are removed.",
+            _positive, "> 0"),
+    Setting("offset.metadata.max.bytes", int, 4096, "Largest metadata string an offset commit may carry.",
+            _non_negative, ">= 0"),
+    Setting("offsets.topic.num.partitions", int, 50,
+            "Partitions of the coordinator log; a group's partition is hash(group) mod this.",
+            _positive, "> 0"),
+    Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the coordinator log.",
+            _positive, "> 0"),
+    Setting("offsets.commit.timeout.ms", int, 5000, "How long a commit may wait to become durable.",
+            _positive, "> 0"),
+    Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", _positive, "> 0"),
+    Setting("auto.create.topics.enable", bool, True,
+            "Create a topic when a client asks for metadata of (or produces to) an unknown one."),
+    Setting("log.flush.policy", str, "durable",
+            "'durable': fsync before acknowledging; 'os': leave flushing to the OS.",
+            _one_of("durable", "os"), "one of durable, os"),
+    Setting("log.segment.bytes", int, 1073741824, "Segment size of topic partitions.", _positive, "> 0"),
+    Setting("delete.retention.ms", int, 86400000,
+            "How long the cleaner keeps tombstones before dropping them.", _non_negative, ">= 0"),
+    Setting("shutdown.grace.ms", int, 5000,
+            "On SIGTERM/SIGINT, how long in-flight requests may take to finish.", _non_negative, ">= 0"),
+)
+
+_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def _coerce(setting: Setting, raw: Any) -> Any:
+    """Turn a TOML value or a --set string into the setting's type."""
+    name = setting.name
+    if setting.kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        raise ConfigError(f"{name}: expected true or false, got {raw!r}")
+    if setting.kind is int:
+        if isinstance(raw, bool):
+            raise ConfigError(f"{name}: expected an integer, got {raw!r}")
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, str):
+            try:
+                return int(raw.strip(), 10)
+            except ValueError:
+                pass
+        raise ConfigError(f"{name}: expected an integer, got {raw!r}")
+    if not isinstance(raw, str):
+        raise ConfigError(f"{name}: expected a string, got {raw!r}")
+    return raw
+
+
+class Config(Mapping[str, Any]):
+    """A complete, validated configuration: every known key, with defaults filled in."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
+        values = {s.name: s.default for s in SETTINGS}
+        for name, raw in (overrides or {}).items():
+            setting = _BY_NAME.get(name)
+            if setting is None:
+                raise ConfigError(f"{name}: unknown configuration key")
+            value = _coerce(setting, raw)
+            if setting.check is not None and not setting.check(value):
+                raise ConfigError(f"{name}: {value!r} is out of range ({setting.rule})")
+            values[name] = value
+        lo = values["group.min.session.timeout.ms"]
+        hi = values["group.max.session.timeout.ms"]
+        if lo > hi:
+            raise ConfigError(
+                f"group.min.session.timeout.ms: {lo} is above group.max.session.timeout.ms={hi}"
+            )
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML may nest dotted keys ([group] max.size = 3); flatten back to Kafka names."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def parse_set_option(item: str) -> tuple[str, str]:
+    """One ``--set name=value``."""
+    name, sep, value = item.partition("=")
+    if not sep or not name.strip():
+        raise ConfigError(f"--set {item!r}: expected name=value")
+    return name.strip(), value
+
+
+def load_config(path: Path | None = None, sets: Iterable[str] = ()) -> Config:
+    """The file's values, then each --set on top, validated together."""
+    overrides: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as handle:
+                overrides.update(_flatten(tomllib.load(handle)))
+        except OSError as exc:
+            raise ConfigError(f"--config {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"--config {path}: not valid TOML: {exc}") from None
+    for item in sets:
+        name, value = parse_set_option(item)
+        overrides[name] = value
+    return Config(overrides)

@@ -1,0 +1,119 @@
+"""ApiVersions, Metadata and FindCoordinator: how a client finds its way around."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from broker.context import BrokerContext
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+from protocol.schema import Message
+
+INT32_MIN = -2147483648
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+# KIP-511: software name and version must look like this, or the request is invalid.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def api_versions_body(served: dict[int, Message], error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    return {
+        "error_code": int(error),
+        "api_keys": [
+            {"api_key": key, "min_version": m.min_version, "max_version": m.max_version}
+            for key, m in sorted(served.items())
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+def unsupported_api_versions_body(served: dict[int, Message]) -> dict[str, Any]:
+    """The v0 reply to an ApiVersions version we do not serve: our range, so the client steps down."""
+    own = served[18]
+    return {
+        "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+        "api_keys": [{"api_key": 18, "min_version": own.min_version, "max_version": own.max_version}],
+    }
+
+
+def handle_api_versions(
+    ctx: BrokerContext, request: Request, served: dict[int, Message]
+) -> dict[str, Any]:
+    body = request.body
+    if request.header.api_version >= 3:
+        name = body.client_software_name
+        version = body.client_software_version
+        if not (_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version)):
+            return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": [], "throttle_time_ms": 0}
+    return api_versions_body(served)
+
+
+def _broker(ctx: BrokerContext) -> dict[str, Any]:
+    return {"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}
+
+
+def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    requested = body.topics
+    topics: list[dict[str, Any]] = []
+    # v0: an empty list means "all topics"; v1+: null means all. There are no topics yet,
+    # so "all" is empty and every named topic is unknown.
+    for topic in requested or []:
+        topics.append(
+            {
+                "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                "name": topic.name,
+                "is_internal": False,
+                "partitions": [],
+                "topic_authorized_operations": INT32_MIN,
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [_broker(ctx)],
+        "cluster_id": ctx.cluster_id,
+        "controller_id": ctx.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": INT32_MIN,
+    }
+
+
+def _coordinator(ctx: BrokerContext, key: str, key_type: int) -> dict[str, Any]:
+    if key_type == KEY_TYPE_GROUP:
+        return {
+            "key": key,
+            "node_id": ctx.node_id,
+            "host": ctx.host,
+            "port": ctx.port,
+            "error_code": 0,
+            "error_message": None,
+        }
+    message = (
+        "kcoord does not support transactions"
+        if key_type == KEY_TYPE_TRANSACTION
+        else f"unknown coordinator key type {key_type}"
+    )
+    return {
+        "key": key,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+        "error_code": int(ErrorCode.INVALID_REQUEST),
+        "error_message": message,
+    }
+
+
+def handle_find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    key_type = body.get("key_type", KEY_TYPE_GROUP)
+    if request.header.api_version >= 4:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [_coordinator(ctx, key, key_type) for key in body.coordinator_keys],
+        }
+    answer = _coordinator(ctx, body.key, key_type)
+    del answer["key"]
+    answer["throttle_time_ms"] = 0
+    return answer

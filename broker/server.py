@@ -1,0 +1,217 @@
+"""The trio shell: listen, read frames, route them, write replies in request order.
+
+One task reads each connection and one writes it. The reader hands every frame to the
+router and queues the outcome; the writer sends outcomes in the order the requests came,
+so pipelining clients get their replies in order. A bad frame closes only its own
+connection. SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded by
+``shutdown.grace.ms``) and returns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import trio
+
+from broker.config import Config
+from broker.context import BrokerContext
+from broker.router import Close, Outcome, Router
+from protocol.codec import ProtocolError
+from protocol.frames import FrameDecoder
+
+log = logging.getLogger("kcoord.server")
+
+RECEIVE_CHUNK = 65536
+MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"--listen {listen!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def advertised(config: Config, host: str, port: int) -> tuple[str, int]:
+    """The host and port clients are told to use: advertised.listeners, else the bound one."""
+    raw = config["advertised.listeners"]
+    if raw:
+        address = raw.split(",")[0].split("://", 1)[-1]
+        return parse_listen(address)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return host, port
+
+
+@contextmanager
+def lock_data_dir(data_dir: Path) -> Iterator[None]:
+    """One broker per data directory: a second one would corrupt the log."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"data directory {data_dir} is in use by another kcoord") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+class Connection:
+    """One client connection: a reader task and a writer task joined by a queue."""
+
+    def __init__(self, server: Server, stream: trio.SocketStream) -> None:
+        self.server = server
+        self.stream = stream
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            self.peer = f"{host}:{port}"
+        except OSError:
+            self.peer = "unknown"
+        self.decoder = FrameDecoder(max_size=server.config["socket.request.max.bytes"])
+        self.receive_scope: trio.CancelScope | None = None
+
+    def stop_reading(self) -> None:
+        """Stop taking new requests; only ever interrupts a wait for bytes."""
+        if self.receive_scope is not None:
+            self.receive_scope.cancel()
+
+    async def run(self) -> None:
+        send, receive = trio.open_memory_channel[bytes](MAX_PIPELINE)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._write, receive)
+                async with send:
+                    await self._read(send)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.debug("connection %s ended: %s", self.peer, exc)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+    async def _read(self, send: trio.MemorySendChannel[bytes]) -> None:
+        router = self.server.router
+        while not self.server.draining:
+            with trio.CancelScope() as scope:
+                self.receive_scope = scope
+                data = await self.stream.receive_some(RECEIVE_CHUNK)
+            self.receive_scope = None
+            if scope.cancelled_caught:
+                return
+            if not data:
+                if self.decoder.buffered:
+                    log.warning("connection %s closed mid-frame (%d bytes pending)",
+                                self.peer, self.decoder.buffered)
+                return
+            try:
+                frames = self.decoder.feed(data)
+            except ProtocolError as exc:
+                log.warning("closing connection %s: %s", self.peer, exc)
+                return
+            for frame in frames:
+                outcome: Outcome = router.route(frame, self.peer)
+                if isinstance(outcome, Close):
+                    log.warning("closing connection %s: %s", self.peer, outcome.reason)
+                    return
+                if outcome is not None:
+                    await send.send(outcome)
+
+    async def _write(self, receive: trio.MemoryReceiveChannel[bytes]) -> None:
+        async with receive:
+            async for frame in receive:
+                await self.stream.send_all(frame)
+
+
+class Server:
+    """Owns the listeners, the connections and the shutdown sequence."""
+
+    def __init__(self, config: Config, host: str, port: int) -> None:
+        self.config = config
+        self.host = host
+        self.port = port
+        self.connections: set[Connection] = set()
+        self.draining = False
+        self.idle = trio.Event()
+        self.accept_scope = trio.CancelScope()
+        self.router: Router
+        self.bound: tuple[str, int] | None = None
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        connection = Connection(self, stream)
+        self.connections.add(connection)
+        try:
+            await connection.run()
+        finally:
+            self.connections.discard(connection)
+            if self.draining and not self.connections:
+                self.idle.set()
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Accept and serve until ``shutdown()``; then drain and return."""
+        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+        sockname = listeners[0].socket.getsockname()
+        bound_host, bound_port = str(sockname[0]), int(sockname[1])
+        self.bound = (bound_host, bound_port)
+        adv_host, adv_port = advertised(self.config, bound_host, bound_port)
+        self.router = Router(
+            BrokerContext(
+                config=self.config,
+                node_id=self.config["node.id"],
+                host=adv_host,
+                port=adv_port,
+                cluster_id=self.config["cluster.id"],
+            )
+        )
+        log.info("kcoord listening on %s:%d (advertised %s:%d)",
+                 bound_host, bound_port, adv_host, adv_port)
+        async with trio.open_nursery() as connections:
+            with self.accept_scope:
+                task_status.started(self.bound)
+                await trio.serve_listeners(self._handle, listeners, handler_nursery=connections)
+            for listener in listeners:
+                await listener.aclose()
+            # Stop reading new requests everywhere; writers flush what is queued.
+            self.draining = True
+            for connection in list(self.connections):
+                connection.stop_reading()
+            if not self.connections:
+                self.idle.set()
+            grace = self.config["shutdown.grace.ms"] / 1000
+            with trio.move_on_after(grace):
+                await self.idle.wait()
+            if self.connections:
+                log.warning("%d connections still busy after %.1fs; closing them",
+                            len(self.connections), grace)
+                connections.cancel_scope.cancel()
+        log.info("kcoord stopped")
+
+    def shutdown(self) -> None:
+        """Begin a graceful stop (idempotent)."""
+        self.accept_scope.cancel()
+
+
+async def run_server(config: Config, listen: str) -> None:
+    """Serve until SIGINT or SIGTERM, then stop gracefully and return."""
+    host, port = parse_listen(listen)
+    server = Server(config, host, port)
+    async with trio.open_nursery() as nursery:
+
+        async def watch_signals() -> None:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    log.info("received %s, shutting down", signal.Signals(signum).name)
+                    server.shutdown()
+                    return
+
+        nursery.start_soon(watch_signals)
+        await server.serve()
+        nursery.cancel_scope.cancel()

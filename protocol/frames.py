@@ -1,0 +1,70 @@
+"""Size-prefixed framing: bytes in, whole frames out.
+
+The size prefix is checked before a single byte of the frame is buffered, so a client
+claiming a 2 GiB request costs us four bytes, not two gigabytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from protocol.codec import ProtocolError
+
+_SIZE = struct.Struct(">i")
+
+DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
+MIN_REQUEST_FRAME = 10  # api_key, api_version, correlation_id, client_id length
+
+
+class FrameTooLarge(ProtocolError):
+    """A size prefix above the configured limit."""
+
+
+class FrameTooSmall(ProtocolError):
+    """A size prefix too small to hold even a request header."""
+
+
+class FrameDecoder:
+    """Feed it bytes; it hands back complete frames (without their size prefix)."""
+
+    __slots__ = ("_buffer", "_max_size", "_min_size", "_need")
+
+    def __init__(self, max_size: int = DEFAULT_MAX_FRAME, min_size: int = MIN_REQUEST_FRAME) -> None:
+        self._buffer = bytearray()
+        self._max_size = max_size
+        self._min_size = min_size
+        self._need = -1  # size of the frame being collected, -1 while reading a prefix
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held that do not yet form a whole frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """Add received bytes; return every frame they complete, in order."""
+        buf = self._buffer
+        buf += data
+        frames: list[bytes] = []
+        pos = 0
+        end = len(buf)
+        while True:
+            if self._need < 0:
+                if end - pos < 4:
+                    break
+                size = _SIZE.unpack_from(buf, pos)[0]
+                if size > self._max_size:
+                    raise FrameTooLarge(
+                        f"frame of {size} bytes exceeds socket.request.max.bytes={self._max_size}"
+                    )
+                if size < self._min_size:
+                    raise FrameTooSmall(f"frame of {size} bytes is smaller than a request header")
+                self._need = size
+                pos += 4
+            if end - pos < self._need:
+                break
+            frames.append(bytes(buf[pos : pos + self._need]))
+            pos += self._need
+            self._need = -1
+        if pos:
+            del buf[:pos]
+        return frames

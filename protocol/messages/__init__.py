@@ -1,0 +1,66 @@
+"""Every message kcoord speaks, indexed by API key."""
+
+from __future__ import annotations
+
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.consumer_protocol import (
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
+from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from protocol.messages.fetch import FetchRequest, FetchResponse
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.headers import RequestHeader, ResponseHeader
+from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from protocol.schema import Message
+
+PAIRS: tuple[tuple[Message, Message], ...] = (
+    (ProduceRequest, ProduceResponse),
+    (FetchRequest, FetchResponse),
+    (ListOffsetsRequest, ListOffsetsResponse),
+    (MetadataRequest, MetadataResponse),
+    (OffsetCommitRequest, OffsetCommitResponse),
+    (OffsetFetchRequest, OffsetFetchResponse),
+    (FindCoordinatorRequest, FindCoordinatorResponse),
+    (JoinGroupRequest, JoinGroupResponse),
+    (HeartbeatRequest, HeartbeatResponse),
+    (LeaveGroupRequest, LeaveGroupResponse),
+    (SyncGroupRequest, SyncGroupResponse),
+    (DescribeGroupsRequest, DescribeGroupsResponse),
+    (ListGroupsRequest, ListGroupsResponse),
+    (ApiVersionsRequest, ApiVersionsResponse),
+    (CreateTopicsRequest, CreateTopicsResponse),
+    (DeleteTopicsRequest, DeleteTopicsResponse),
+    (InitProducerIdRequest, InitProducerIdResponse),
+    (CreatePartitionsRequest, CreatePartitionsResponse),
+    (DeleteGroupsRequest, DeleteGroupsResponse),
+    (OffsetDeleteRequest, OffsetDeleteResponse),
+)
+
+REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS if req.api_key is not None}
+RESPONSES: dict[int, Message] = {resp.api_key: resp for _, resp in PAIRS if resp.api_key is not None}
+
+__all__ = [
+    "PAIRS",
+    "REQUESTS",
+    "RESPONSES",
+    "RequestHeader",
+    "ResponseHeader",
+    "ConsumerProtocolSubscription",
+    "ConsumerProtocolAssignment",
+] + [m.name for pair in PAIRS for m in pair]

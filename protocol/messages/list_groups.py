@@ -1,0 +1,38 @@
+"""ListGroups (key 16): the groups this coordinator knows, optionally by state."""
+
+from protocol.schema import Array, Field, INT16, INT32, Message, STRING, Struct
+
+ListGroupsRequest = Message(
+    "ListGroupsRequest",
+    api_key=16,
+    kind="request",
+    versions="0-4",
+    flexible="3+",
+    fields=(Field("states_filter", Array(STRING), "4+"),),
+)
+
+ListGroupsResponse = Message(
+    "ListGroupsResponse",
+    api_key=16,
+    kind="response",
+    versions="0-4",
+    flexible="3+",
+    fields=(
+        Field("throttle_time_ms", INT32, "1+", ignorable=True),
+        Field("error_code", INT16, "0+"),
+        Field(
+            "groups",
+            Array(
+                Struct(
+                    "ListedGroup",
+                    (
+                        Field("group_id", STRING, "0+"),
+                        Field("protocol_type", STRING, "0+"),
+                        Field("group_state", STRING, "4+", ignorable=True),
+                    ),
+                )
+            ),
+            "0+",
+        ),
+    ),
+)
