@@ -181,3 +181,13 @@ def load_config(path: Path | None = None, sets: Iterable[str] = ()) -> Config:
         name, value = parse_set_option(item)
         overrides[name] = value
     return Config(overrides)
+
+
+def reference_markdown() -> str:
+    """The configuration reference table (docs/configuration.md embeds it verbatim)."""
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        default = str(s.default).lower() if s.kind is bool else repr(s.default) if s.kind is str else s.default
+        rule = f" ({s.rule})" if s.rule else ""
+        lines.append(f"| `{s.name}` | {s.kind.__name__} | `{default}` | {s.doc}{rule} |")
+    return "\n".join(lines) + "\n"

@@ -153,11 +153,19 @@ class Server:
             if self.draining and not self.connections:
                 self.idle.set()
 
+    async def bind(self) -> list[trio.SocketListener]:
+        """Open the listening sockets (OSError here means the address is unusable)."""
+        return await trio.open_tcp_listeners(self.port, host=self.host)
+
     async def serve(
-        self, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED
+        self,
+        listeners: list[trio.SocketListener] | None = None,
+        *,
+        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Accept and serve until ``shutdown()``; then drain and return."""
-        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+        if listeners is None:
+            listeners = await self.bind()
         sockname = listeners[0].socket.getsockname()
         bound_host, bound_port = str(sockname[0]), int(sockname[1])
         self.bound = (bound_host, bound_port)
@@ -203,6 +211,7 @@ async def run_server(config: Config, listen: str) -> None:
     """Serve until SIGINT or SIGTERM, then stop gracefully and return."""
     host, port = parse_listen(listen)
     server = Server(config, host, port)
+    listeners = await server.bind()
     async with trio.open_nursery() as nursery:
 
         async def watch_signals() -> None:
@@ -213,5 +222,5 @@ async def run_server(config: Config, listen: str) -> None:
                     return
 
         nursery.start_soon(watch_signals)
-        await server.serve()
+        await server.serve(listeners)
         nursery.cancel_scope.cancel()

@@ -1,0 +1,33 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[object]:
+    """Start real broker processes; all are stopped (and must exit 0) at teardown."""
+    started: list[BrokerProcess] = []
+
+    def start(sets: dict[str, object] | None = None, data_dir: Path | None = None) -> BrokerProcess:
+        proc = BrokerProcess(data_dir or tmp_path / f"data{len(started)}", sets).start()
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.proc is not None and proc.proc.poll() is None:
+            code = proc.stop()
+            assert code == 0, f"broker exited with {code}:\n{proc.log()}"
+
+
+@pytest.fixture
+def broker(broker_factory: object) -> BrokerProcess:
+    """One real broker process on a free loopback port, with a fresh data directory."""
+    return broker_factory()  # type: ignore[operator, no-any-return]

@@ -1,0 +1,152 @@
+"""The live broker, driven frame by frame: versions, coordinator lookup, bad input."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from protocol.codec import encode_request
+from protocol.errors import ErrorCode
+from tests.support.broker_process import BrokerProcess
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.integration
+
+
+def _healthy(broker: BrokerProcess, client: WireClient) -> None:
+    body = client.request(3, 1, {"topics": []})
+    assert body.brokers[0].port == broker.port
+
+
+def test_api_versions_advertises_what_is_served(broker: BrokerProcess) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(18, 3, {"client_software_name": "kcoord-test",
+                                      "client_software_version": "1.0"})
+    assert body.error_code == 0
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert ranges[18] == (0, 3)
+    assert ranges[3] == (0, 12)
+    assert ranges[10] == (0, 4)
+
+
+def test_unsupported_api_versions_version_gets_v0_reply_with_range(broker: BrokerProcess) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        # ApiVersions v9 does not exist: the broker answers in v0 so the client can step down.
+        client.send_raw(struct.pack(">ihhih", 10, 18, 9, 77, -1))
+        frame = client.recv_frame()
+        correlation_id, error_code, count = struct.unpack(">ihi", frame[:10])
+        assert (correlation_id, error_code, count) == (77, ErrorCode.UNSUPPORTED_VERSION, 1)
+        assert struct.unpack(">hhh", frame[10:16]) == (18, 0, 3)
+        _healthy(broker, client)  # the connection stays open
+
+
+def test_invalid_client_software_name_is_invalid_request(broker: BrokerProcess) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(18, 3, {"client_software_name": "-bad name-",
+                                      "client_software_version": "1"})
+    assert body.error_code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+def test_find_coordinator_single_key(broker: BrokerProcess, version: int) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(10, version, {"key": "orders", "key_type": 0})
+    assert (body.error_code, body.node_id, body.host, body.port) == (0, 0, "127.0.0.1", broker.port)
+
+
+def test_find_coordinator_batched_v4(broker: BrokerProcess) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(10, 4, {"key_type": 0, "coordinator_keys": ["a", "b", "c"]})
+    assert [(c.key, c.error_code, c.node_id, c.port) for c in body.coordinators] == [
+        ("a", 0, 0, broker.port), ("b", 0, 0, broker.port), ("c", 0, 0, broker.port)
+    ]
+
+
+def test_find_coordinator_for_transactions_is_a_clear_error(broker: BrokerProcess) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(10, 3, {"key": "txn-1", "key_type": 1})
+    assert body.error_code == ErrorCode.INVALID_REQUEST
+    assert "transactions" in body.error_message
+    assert (body.node_id, body.host, body.port) == (-1, "", -1)
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 10, 12])
+def test_metadata_unknown_topic(broker: BrokerProcess, version: int) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        topic = {"name": "missing"} if version < 10 else {"name": "missing", "topic_id": None}
+        if version >= 10:
+            import uuid
+
+            topic["topic_id"] = uuid.UUID(int=0)
+        body = client.request(3, version, {"topics": [topic]})
+    assert [(t.name, t.error_code) for t in body.topics] == [("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        sent = []
+        burst = b""
+        for i in range(200):
+            api = (18, 3, {}) if i % 3 == 0 else (10, 3, {"key": f"g{i}"}) if i % 3 == 1 else (3, 9, {"topics": []})
+            client.correlation_id += 1
+            sent.append((api[0], api[1], client.correlation_id))
+            burst += encode_request(api[0], api[1], client.correlation_id, api[2])
+        client.send_raw(burst)  # one write: many requests in flight at once
+        for api_key, version, correlation_id in sent:
+            client.receive(api_key, version, correlation_id)
+
+
+# --- bad input: each case closes only its own connection -------------------------------
+
+def _bad_inputs() -> dict[str, bytes]:
+    valid_header = struct.pack(">hhih", 3, 1, 5, 4) + b"test"
+    return {
+        "2GiB size prefix": struct.pack(">i", 0x7FFFFFFF) + b"\x00" * 16,
+        "negative size prefix": struct.pack(">i", -5),
+        "garbage after a valid header": struct.pack(">i", len(valid_header) + 6)
+        + valid_header + b"\x7f\xff\xff\xf0\x01\x02",
+        "unknown api key": struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1),
+        "unsupported version of a served api": struct.pack(">i", 10) + struct.pack(">hhih", 3, 99, 1, -1),
+        "header cut short": struct.pack(">i", 10) + struct.pack(">hhi", 3, 1, 1) + b"\x00\x09",
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_inputs()))
+def test_bad_input_closes_only_that_connection(broker: BrokerProcess, case: str) -> None:
+    healthy = WireClient(broker.host, broker.port)
+    bad = WireClient(broker.host, broker.port, timeout=10)
+    try:
+        _healthy(broker, healthy)
+        bad.send_raw(_bad_inputs()[case])
+        assert bad.is_closed_by_peer(), f"{case}: connection left open"
+        broker.wait_for_log("closing connection")
+        _healthy(broker, healthy)  # the other client, connected all along, still works
+        with WireClient(broker.host, broker.port) as fresh:  # and new clients are served
+            _healthy(broker, fresh)
+    finally:
+        healthy.close()
+        bad.close()
+
+
+def test_truncated_frame_then_disconnect_leaves_server_healthy(broker: BrokerProcess) -> None:
+    healthy = WireClient(broker.host, broker.port)
+    try:
+        sock = socket.create_connection((broker.host, broker.port), timeout=5)
+        sock.sendall(struct.pack(">i", 1000) + b"\x00\x03\x00\x01")  # promises 1000 bytes, sends 4
+        sock.close()
+        broker.wait_for_log("closed mid-frame")
+        _healthy(broker, healthy)
+    finally:
+        healthy.close()
+
+
+def test_truncated_frame_waits_for_the_rest(broker: BrokerProcess) -> None:
+    """A frame arriving in pieces is a slow client, not an error."""
+    with WireClient(broker.host, broker.port) as client:
+        frame = encode_request(10, 3, 41, {"key": "slow"})
+        for i in range(len(frame)):
+            client.send_raw(frame[i : i + 1])
+        body = client.receive(10, 3, 41)
+        assert body.error_code == 0

@@ -1,0 +1,1 @@
+"""Shared test helpers: a real broker process and a raw-protocol client."""

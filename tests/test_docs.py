@@ -1,0 +1,36 @@
+"""docs/ stays true: the tables there are checked against the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from broker.config import Config, reference_markdown
+from broker.context import BrokerContext
+from broker.router import Router
+from protocol.messages import REQUESTS
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_configuration_reference_lists_every_key() -> None:
+    assert reference_markdown() in (DOCS / "configuration.md").read_text()
+
+
+def test_protocol_table_matches_declarations_and_router() -> None:
+    text = (DOCS / "protocol.md").read_text()
+    rows = {
+        int(m.group(2)): (m.group(1), m.group(3), m.group(4))
+        for m in re.finditer(r"^\| (\w+) \| (\d+) \| ([\d-]+) \| ([\w-]+) \|", text, re.M)
+    }
+    served = Router(BrokerContext(Config(), 0, "127.0.0.1", 9092, "c")).served
+    assert set(rows) == set(REQUESTS)
+    for key, message in REQUESTS.items():
+        name, declared, serving = rows[key]
+        assert name + "Request" == message.name
+        assert declared == f"{message.min_version}-{message.max_version}".replace("0-0", "0")
+        if key in served:
+            m = served[key]
+            assert serving == f"{m.min_version}-{m.max_version}", name
+        else:
+            assert serving == "no", f"{name} is documented as served but has no handler"
