@@ -12,6 +12,8 @@ import trio
 
 from broker.config import ConfigError, load_config
 from broker.server import lock_data_dir, parse_listen, run_server
+from storage.coordinator_log import PartitionCountError
+from storage.partition import CorruptLogError
 
 
 def _version() -> str:
@@ -52,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         with lock_data_dir(args.data_dir):
-            trio.run(run_server, config, args.listen)
-    except RuntimeError as exc:
+            trio.run(run_server, config, args.listen, args.data_dir)
+    except (RuntimeError, CorruptLogError, PartitionCountError) as exc:
         print(f"kcoord: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:

@@ -77,6 +77,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", _positive, "> 0"),
     Setting("auto.create.topics.enable", bool, True,
             "Create a topic when a client asks for metadata of (or produces to) an unknown one."),
+    Setting("offsets.commit.require.known.topic", bool, True,
+            "kcoord-specific: refuse commits for unknown topics or partitions "
+            "(UNKNOWN_TOPIC_OR_PARTITION, as Kafka does); false makes kcoord a pure offset store."),
     Setting("log.flush.policy", str, "durable",
             "'durable': fsync before acknowledging; 'os': leave flushing to the OS.",
             _one_of("durable", "os"), "one of durable, os"),

@@ -13,6 +13,7 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.handlers import cluster
+from broker.slots import Slot
 from protocol.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
@@ -27,7 +28,9 @@ from protocol.schema import Message
 
 log = logging.getLogger("kcoord.router")
 
-Handler = Callable[[BrokerContext, Request], Any]
+# A handler gets the request and the peer address; it returns a response body, None for
+# no response, or a Slot that fills in later (parked or waiting for durability).
+Handler = Callable[[Request, str], Any]
 
 
 @dataclass(slots=True)
@@ -37,7 +40,7 @@ class Close:
     reason: str
 
 
-Outcome = bytes | None | Close
+Outcome = bytes | None | Close | Slot
 
 
 class Router:
@@ -46,9 +49,8 @@ class Router:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.handlers: dict[int, Handler] = {}
-        self.register(API_VERSIONS_KEY, lambda c, r: cluster.handle_api_versions(c, r, self.served))
-        self.register(3, cluster.handle_metadata)
-        self.register(10, cluster.handle_find_coordinator)
+        self.register(API_VERSIONS_KEY, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
+        self.register(10, lambda r, _: cluster.handle_find_coordinator(ctx, r))
 
     def register(self, api_key: int, handler: Handler) -> None:
         self.handlers[api_key] = handler
@@ -78,7 +80,7 @@ class Router:
                 what = "unreadable header"
             return Close(f"malformed request from {peer} ({what}): {exc}")
         header = request.header
-        body = self.handlers[header.api_key](self.ctx, request)
-        if body is None:
-            return None
+        body = self.handlers[header.api_key](request, peer)
+        if body is None or isinstance(body, Slot):
+            return body
         return encode_response(header.api_key, header.api_version, header.correlation_id, body)

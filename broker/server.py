@@ -19,9 +19,16 @@ from pathlib import Path
 
 import trio
 
+from broker import data_service
 from broker.config import Config
 from broker.context import BrokerContext
+from broker.data_service import DataService
+from broker.group_service import GroupService
+from broker.handlers import groups
+from broker.handlers import topics as topic_handlers
 from broker.router import Close, Outcome, Router
+from broker.slots import Slot
+from broker.topics import TopicCatalog
 from protocol.codec import ProtocolError
 from protocol.frames import FrameDecoder
 
@@ -84,7 +91,7 @@ class Connection:
             self.receive_scope.cancel()
 
     async def run(self) -> None:
-        send, receive = trio.open_memory_channel[bytes](MAX_PIPELINE)
+        send, receive = trio.open_memory_channel[bytes | Slot](MAX_PIPELINE)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write, receive)
@@ -96,7 +103,7 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
-    async def _read(self, send: trio.MemorySendChannel[bytes]) -> None:
+    async def _read(self, send: trio.MemorySendChannel[bytes | Slot]) -> None:
         router = self.server.router
         while not self.server.draining:
             with trio.CancelScope() as scope:
@@ -123,17 +130,26 @@ class Connection:
                 if outcome is not None:
                     await send.send(outcome)
 
-    async def _write(self, receive: trio.MemoryReceiveChannel[bytes]) -> None:
+    async def _write(self, receive: trio.MemoryReceiveChannel[bytes | Slot]) -> None:
         async with receive:
-            async for frame in receive:
-                await self.stream.send_all(frame)
+            async for item in receive:
+                if isinstance(item, Slot):
+                    await item.event.wait()
+                    if item.frame is None:
+                        continue
+                    await self.stream.send_all(item.frame)
+                else:
+                    await self.stream.send_all(item)
 
 
 class Server:
     """Owns the listeners, the connections and the shutdown sequence."""
 
-    def __init__(self, config: Config, host: str, port: int) -> None:
+    def __init__(self, config: Config, host: str, port: int, data_dir: Path) -> None:
         self.config = config
+        self.data_dir = data_dir
+        self.groups: GroupService | None = None
+        self.catalog: TopicCatalog | None = None
         self.host = host
         self.port = port
         self.connections: set[Connection] = set()
@@ -179,8 +195,35 @@ class Server:
                 cluster_id=self.config["cluster.id"],
             )
         )
-        log.info("kcoord listening on %s:%d (advertised %s:%d)",
-                 bound_host, bound_port, adv_host, adv_port)
+        if self.groups is None:
+            self.groups = GroupService.open(self.config, self.data_dir)
+        if self.catalog is None:
+            self.catalog = TopicCatalog(self.data_dir, self.config)
+        catalog = self.catalog
+        ctx = self.router.ctx
+        self.router.register(3, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
+        self.router.register(19, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
+        require_known = self.config["offsets.commit.require.known.topic"]
+        groups.register(self.router, self.groups, catalog.partition_exists if require_known else None)
+        durable = self.config["log.flush.policy"] == "durable"
+        self.data = DataService(catalog, self.groups.clock, durable)
+        data_service.register(self.router, self.data)
+        async with trio.open_nursery() as background:
+            await background.start(self.groups.run)
+            await background.start(self.data.run)
+            log.info("kcoord listening on %s:%d (advertised %s:%d)",
+                     bound_host, bound_port, adv_host, adv_port)
+            await self._serve_connections(listeners, task_status)
+            await self.groups.close()
+            await trio.to_thread.run_sync(catalog.flush)
+            catalog.close()
+            background.cancel_scope.cancel()
+        log.info("kcoord stopped")
+
+    async def _serve_connections(
+        self, listeners: list[trio.SocketListener], task_status: trio.TaskStatus[tuple[str, int]]
+    ) -> None:
+        assert self.bound is not None
         async with trio.open_nursery() as connections:
             with self.accept_scope:
                 task_status.started(self.bound)
@@ -200,18 +243,20 @@ class Server:
                 log.warning("%d connections still busy after %.1fs; closing them",
                             len(self.connections), grace)
                 connections.cancel_scope.cancel()
-        log.info("kcoord stopped")
 
     def shutdown(self) -> None:
         """Begin a graceful stop (idempotent)."""
         self.accept_scope.cancel()
 
 
-async def run_server(config: Config, listen: str) -> None:
+async def run_server(config: Config, listen: str, data_dir: Path) -> None:
     """Serve until SIGINT or SIGTERM, then stop gracefully and return."""
     host, port = parse_listen(listen)
-    server = Server(config, host, port)
+    server = Server(config, host, port, data_dir)
     listeners = await server.bind()
+    # Load before the nursery so a corrupt log is one clear error, not an exception group.
+    server.groups = GroupService.open(config, data_dir)
+    server.catalog = TopicCatalog(data_dir, config)
     async with trio.open_nursery() as nursery:
 
         async def watch_signals() -> None:

@@ -17,13 +17,33 @@ def test_configuration_reference_lists_every_key() -> None:
     assert reference_markdown() in (DOCS / "configuration.md").read_text()
 
 
+def _served_by_a_real_server() -> dict[int, object]:
+    """The APIs a fully wired server registers (the server wires handlers at start-up)."""
+    import tempfile
+
+    import trio
+
+    from broker.server import Server
+
+    async def main() -> dict[int, object]:
+        with tempfile.TemporaryDirectory() as data_dir:
+            server = Server(Config(), "127.0.0.1", 0, Path(data_dir))
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.serve)
+                served = dict(server.router.served)
+                server.shutdown()
+            return served
+
+    return trio.run(main)
+
+
 def test_protocol_table_matches_declarations_and_router() -> None:
     text = (DOCS / "protocol.md").read_text()
     rows = {
         int(m.group(2)): (m.group(1), m.group(3), m.group(4))
         for m in re.finditer(r"^\| (\w+) \| (\d+) \| ([\d-]+) \| ([\w-]+) \|", text, re.M)
     }
-    served = Router(BrokerContext(Config(), 0, "127.0.0.1", 9092, "c")).served
+    served = _served_by_a_real_server()
     assert set(rows) == set(REQUESTS)
     for key, message in REQUESTS.items():
         name, declared, serving = rows[key]

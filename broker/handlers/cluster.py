@@ -50,36 +50,6 @@ def handle_api_versions(
     return api_versions_body(served)
 
 
-def _broker(ctx: BrokerContext) -> dict[str, Any]:
-    return {"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}
-
-
-def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    body = request.body
-    requested = body.topics
-    topics: list[dict[str, Any]] = []
-    # v0: an empty list means "all topics"; v1+: null means all. There are no topics yet,
-    # so "all" is empty and every named topic is unknown.
-    for topic in requested or []:
-        topics.append(
-            {
-                "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                "name": topic.name,
-                "is_internal": False,
-                "partitions": [],
-                "topic_authorized_operations": INT32_MIN,
-            }
-        )
-    return {
-        "throttle_time_ms": 0,
-        "brokers": [_broker(ctx)],
-        "cluster_id": ctx.cluster_id,
-        "controller_id": ctx.node_id,
-        "topics": topics,
-        "cluster_authorized_operations": INT32_MIN,
-    }
-
-
 def _coordinator(ctx: BrokerContext, key: str, key_type: int) -> dict[str, Any]:
     if key_type == KEY_TYPE_GROUP:
         return {

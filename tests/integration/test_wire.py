@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import uuid
 
 import pytest
 
@@ -72,16 +73,37 @@ def test_find_coordinator_for_transactions_is_a_clear_error(broker: BrokerProces
     assert (body.node_id, body.host, body.port) == (-1, "", -1)
 
 
-@pytest.mark.parametrize("version", [0, 1, 4, 9, 10, 12])
-def test_metadata_unknown_topic(broker: BrokerProcess, version: int) -> None:
-    with WireClient(broker.host, broker.port) as client:
-        topic = {"name": "missing"} if version < 10 else {"name": "missing", "topic_id": None}
-        if version >= 10:
-            import uuid
+def _topic(name: str, version: int) -> dict[str, object]:
+    return {"name": name, "topic_id": uuid.UUID(int=0)} if version >= 10 else {"name": name}
 
-            topic["topic_id"] = uuid.UUID(int=0)
-        body = client.request(3, version, {"topics": [topic]})
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 10, 12])
+def test_metadata_auto_creates_unknown_topics(broker: BrokerProcess, version: int) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(3, version, {"topics": [_topic(f"auto-{version}", version)]})
+        (topic,) = body.topics
+        assert (topic.name, topic.error_code) == (f"auto-{version}", 0)
+        assert [(p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+                for p in topic.partitions] == [(0, 0, [0], [0])]  # num.partitions defaults to 1
+        listed = client.request(3, max(version, 1), {"topics": None})
+        assert f"auto-{version}" in [t.name for t in listed.topics]
+
+
+@pytest.mark.parametrize("version", [4, 9, 12])
+def test_metadata_without_auto_create_reports_unknown_topic(broker: BrokerProcess, version: int) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(3, version, {"topics": [_topic("missing", version)],
+                                           "allow_auto_topic_creation": False})
     assert [(t.name, t.error_code) for t in body.topics] == [("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+def test_metadata_with_auto_create_disabled_by_config(broker_factory: object) -> None:
+    broker = broker_factory({"auto.create.topics.enable": "false"})  # type: ignore[operator]
+    with WireClient(broker.host, broker.port) as client:
+        body = client.request(3, 9, {"topics": [{"name": "missing"}], "allow_auto_topic_creation": True})
+        invalid = client.request(3, 9, {"topics": [{"name": "bad/name"}]})
+    assert [(t.name, t.error_code) for t in body.topics] == [("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert [t.error_code for t in invalid.topics] == [ErrorCode.INVALID_TOPIC_EXCEPTION]
 
 
 def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None:

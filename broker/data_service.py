@@ -1,0 +1,289 @@
+"""Produce, Fetch and ListOffsets over the topic partitions.
+
+Produce validates every batch (magic 2, CRC) before appending any, assigns offsets, and
+answers acks=1 after the write and acks=-1 after an fsync shared with other requests.
+Fetch reads whole batches from the requested offsets and long-polls (max_wait_ms,
+min_bytes) until data arrives. Fetch sessions are answered as "no session" (session id 0),
+which every client accepts by sending full fetch requests.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any
+
+import trio
+
+from broker.producers import ProducerIds, ProducerStates
+from broker.slots import Slot
+from broker.topics import TopicCatalog
+from protocol.codec import Request, encode_response
+from protocol.errors import ErrorCode
+from protocol.records import MAGIC, scan_batches, set_log_append_time
+from storage.partition import PartitionLog
+
+log = logging.getLogger("kcoord.data")
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+
+
+class DataService:
+    def __init__(self, catalog: TopicCatalog, clock_ms: Any, durable: bool = True) -> None:
+        self.catalog = catalog
+        self.clock_ms = clock_ms
+        self.durable = durable
+        self._arrived = trio.Event()
+        self._dirty: set[PartitionLog] = set()
+        self._waiting: deque[tuple[int, Slot]] = deque()
+        self._appended_seq = 0
+        self._durable_seq = 0
+        self._flush_needed = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._producers: dict[PartitionLog, ProducerStates] = {}
+        self.producer_ids = ProducerIds(catalog.data_dir)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._flusher)
+            task_status.started()
+
+    async def _flusher(self) -> None:
+        while True:
+            await self._flush_needed.wait()
+            self._flush_needed = trio.Event()
+            target = self._appended_seq
+            dirty, self._dirty = self._dirty, set()
+            if self.durable:
+                await trio.to_thread.run_sync(_flush_all, dirty)
+            self._durable_seq = target
+            while self._waiting and self._waiting[0][0] <= target:
+                self._waiting.popleft()[1].event.set()
+
+    # ---------------------------------------------------------------- Produce
+
+    def produce(self, request: Request) -> Slot | dict[str, Any] | None:
+        body = request.body
+        header = request.header
+        if body.get("transactional_id") is not None:
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return self._produce_reply(body, lambda t, p: (error, -1, -1, "kcoord does not support transactions"))
+        results: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None]] = {}
+        now = self.clock_ms()
+        for topic in body.topic_data:
+            for part in topic.partition_data:
+                results[(topic.name, part.index)] = self._append(topic.name, part.index, part.records, now)
+        if body.acks == 0:
+            return None
+        reply = self._produce_reply(body, lambda t, p: results[(t, p)])
+        if body.acks == -1 and self.durable and any(r[1] >= 0 for r in results.values()):
+            slot = Slot(header.api_key, header.api_version, header.correlation_id)
+            slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id, reply)
+            self._waiting.append((self._appended_seq, slot))
+            self._flush_needed.set()
+            return slot
+        return reply
+
+    def _append(self, topic_name: str, index: int, records: bytes | None,
+                now: int) -> tuple[ErrorCode, int, int, str | None]:
+        partition = self.catalog.partition(topic_name, index)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None
+        if not records:
+            return ErrorCode.INVALID_RECORD, -1, -1, "no record batch"
+        if len(records) >= 17 and records[16] != MAGIC:
+            return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, "only record batch v2 (magic 2) is accepted"
+        batches, valid = scan_batches(records)
+        if valid != len(records) or not batches:
+            return ErrorCode.CORRUPT_MESSAGE, -1, -1, "record batch failed its CRC or size check"
+        topic = self.catalog.get(topic_name)
+        assert topic is not None
+        states = self._producer_states(partition)
+        for _, header in batches:
+            if header.producer_id >= 0:
+                if header.is_transactional:
+                    return ErrorCode.INVALID_RECORD, -1, -1, "transactional batches are not supported"
+                error, duplicate_of = states.check(header.producer_id, header.producer_epoch,
+                                                   header.base_sequence, header.last_offset_delta + 1)
+                if error is not ErrorCode.NONE:
+                    return error, -1, -1, None
+                if duplicate_of is not None and len(batches) == 1:
+                    return ErrorCode.NONE, duplicate_of, -1, None
+        append_time = topic.config("message.timestamp.type") == "LogAppendTime"
+        first = -1
+        for pos, header in batches:
+            raw = records[pos : pos + 12 + header.batch_length]
+            if append_time:
+                raw = set_log_append_time(raw, now)
+            base, _ = partition.append_batch(bytes(raw))
+            if header.producer_id >= 0:
+                states.record(header.producer_id, header.producer_epoch, header.base_sequence,
+                              header.last_offset_delta + 1, base)
+            if first < 0:
+                first = base
+        self._dirty.add(partition)
+        self._appended_seq += 1
+        self._arrived.set()
+        self._arrived = trio.Event()
+        return ErrorCode.NONE, first, now if append_time else -1, None
+
+    @staticmethod
+    def _produce_reply(body: Any, result: Any) -> dict[str, Any]:
+        responses = []
+        for topic in body.topic_data:
+            partitions = []
+            for part in topic.partition_data:
+                error, base, append_time, message = result(topic.name, part.index)
+                partitions.append({
+                    "index": part.index, "error_code": int(error), "base_offset": base,
+                    "log_append_time_ms": append_time, "log_start_offset": 0 if base >= 0 else -1,
+                    "record_errors": [], "error_message": message,
+                })
+            responses.append({"name": topic.name, "partition_responses": partitions})
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    def _producer_states(self, partition: PartitionLog) -> ProducerStates:
+        states = self._producers.get(partition)
+        if states is None:
+            # Rebuild from the log the first time the partition sees a producer.
+            states = self._producers[partition] = ProducerStates()
+            for _, batch in partition.read_batches(partition.log_start_offset):
+                if batch.producer_id >= 0 and not batch.is_control:
+                    states.record(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                  batch.last_offset_delta + 1, batch.base_offset)
+        return states
+
+    def init_producer_id(self, request: Request) -> dict[str, Any]:
+        body = request.body
+        if body.transactional_id is not None:
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                    "producer_id": -1, "producer_epoch": -1}
+        producer_id = body.get("producer_id", -1)
+        epoch = body.get("producer_epoch", -1)
+        if producer_id >= 0 and epoch >= 0 and epoch < 32767:
+            # KIP-360: an idempotent producer bumps its own epoch to reset sequences.
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id,
+                    "producer_epoch": epoch + 1}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self.producer_ids.allocate(),
+                "producer_epoch": 0}
+
+    # ---------------------------------------------------------------- Fetch
+
+    def fetch(self, request: Request) -> Slot | dict[str, Any]:
+        body = request.body
+        header = request.header
+        if body.get("session_id", 0) != 0:
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                    "session_id": 0, "responses": []}
+        reply, size = self._fetch_once(body)
+        if size >= body.min_bytes or body.max_wait_ms <= 0 or self._nursery is None:
+            return reply
+        slot = Slot(header.api_key, header.api_version, header.correlation_id)
+        deadline = trio.current_time() + body.max_wait_ms / 1000
+        self._nursery.start_soon(self._long_poll, body, slot, deadline)
+        return slot
+
+    async def _long_poll(self, body: Any, slot: Slot, deadline: float) -> None:
+        while True:
+            with trio.move_on_at(deadline):
+                await self._arrived.wait()
+            reply, size = self._fetch_once(body)
+            if size >= body.min_bytes or trio.current_time() >= deadline:
+                slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id, reply))
+                return
+
+    def _fetch_once(self, body: Any) -> tuple[dict[str, Any], int]:
+        budget = body.get("max_bytes", 0x7FFFFFFF)
+        total = 0
+        responses = []
+        for topic in body.topics:
+            partitions = []
+            for part in topic.partitions:
+                partition = self.catalog.partition(topic.topic, part.partition)
+                entry: dict[str, Any] = {
+                    "partition_index": part.partition, "error_code": 0, "high_watermark": -1,
+                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                    "preferred_read_replica": -1, "records": b"",
+                }
+                if partition is None:
+                    entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    end = partition.next_offset
+                    start = partition.log_start_offset
+                    entry.update(high_watermark=end, last_stable_offset=end, log_start_offset=start)
+                    offset = part.fetch_offset
+                    if offset < start or offset > end:
+                        entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    elif offset < end and (budget > 0 or total == 0):
+                        limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
+                        data = partition.read_raw(offset, max(limit, 1))
+                        entry["records"] = data
+                        total += len(data)
+                        budget -= len(data)
+                partitions.append(entry)
+            responses.append({"topic": topic.topic, "partitions": partitions})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total
+
+    # ---------------------------------------------------------------- ListOffsets
+
+    def list_offsets(self, request: Request) -> dict[str, Any]:
+        topics = []
+        for topic in request.body.topics:
+            partitions = []
+            for part in topic.partitions:
+                partition = self.catalog.partition(topic.name, part.partition_index)
+                entry = {"partition_index": part.partition_index, "error_code": 0, "timestamp": -1,
+                         "offset": -1, "leader_epoch": 0}
+                if partition is None:
+                    entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), leader_epoch=-1)
+                else:
+                    entry["timestamp"], entry["offset"] = self._offset_for(partition, part.timestamp)
+                partitions.append(entry)
+            topics.append({"name": topic.name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    @staticmethod
+    def _offset_for(partition: PartitionLog, timestamp: int) -> tuple[int, int]:
+        if timestamp == EARLIEST:
+            return -1, partition.log_start_offset
+        if timestamp == LATEST:
+            return -1, partition.next_offset
+        best: tuple[int, int] = (-1, -1)
+        for _, batch in partition.read_batches(partition.log_start_offset):
+            if timestamp == MAX_TIMESTAMP:
+                if batch.max_timestamp > best[0]:
+                    best = (batch.max_timestamp, DataService._offset_of_max(batch))
+                continue
+            if batch.max_timestamp < timestamp:
+                continue
+            if batch.records is None or batch.timestamp_type.value == 1:
+                return batch.max_timestamp, batch.base_offset
+            for record in batch.records:
+                ts = batch.timestamp_of(record)
+                if ts >= timestamp:
+                    return ts, batch.offset_of(record)
+        return best
+
+    @staticmethod
+    def _offset_of_max(batch: Any) -> int:
+        if batch.records:
+            top = max(batch.records, key=lambda r: (batch.timestamp_of(r), -r.offset_delta))
+            return int(batch.offset_of(top))
+        return int(batch.last_offset)
+
+
+def _flush_all(partitions: set[PartitionLog]) -> None:
+    for partition in partitions:
+        partition.flush()
+
+
+def register(router: Any, service: DataService) -> None:
+    router.register(0, lambda request, peer: service.produce(request))
+    router.register(1, lambda request, peer: service.fetch(request))
+    router.register(2, lambda request, peer: service.list_offsets(request))
+    router.register(22, lambda request, peer: service.init_producer_id(request))
+
+

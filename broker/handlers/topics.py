@@ -1,0 +1,142 @@
+"""Metadata and CreateTopics: the topic catalogue on the wire."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.context import BrokerContext
+from broker.topics import TOPIC_CONFIGS, Topic, TopicCatalog, validate_topic_name
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+
+INT32_MIN = -2147483648
+CONFIG_SOURCE_TOPIC = 1
+CONFIG_SOURCE_DEFAULT = 5
+
+
+def _partitions(ctx: BrokerContext, topic: Topic) -> list[dict[str, Any]]:
+    node = ctx.node_id
+    return [
+        {
+            "error_code": 0,
+            "partition_index": index,
+            "leader_id": node,
+            "leader_epoch": 0,
+            "replica_nodes": [node],
+            "isr_nodes": [node],
+            "offline_replicas": [],
+        }
+        for index in range(len(topic.partitions))
+    ]
+
+
+def _described(ctx: BrokerContext, topic: Topic) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": False,
+        "partitions": _partitions(ctx, topic),
+        "topic_authorized_operations": INT32_MIN,
+    }
+
+
+def _missing(name: str | None, error: ErrorCode, topic_id: Any = None) -> dict[str, Any]:
+    return {
+        "error_code": int(error),
+        "name": name,
+        "topic_id": topic_id or uuid.UUID(int=0),
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": INT32_MIN,
+    }
+
+
+def handle_metadata(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+    version = request.header.api_version
+    body = request.body
+    requested = body.topics
+    topics: list[dict[str, Any]] = []
+    if requested is None or (version == 0 and not requested):
+        topics = [_described(ctx, t) for t in catalog.topics.values()]
+    else:
+        auto = ctx.config["auto.create.topics.enable"] and body.get("allow_auto_topic_creation", True)
+        for wanted in requested:
+            name = wanted.name
+            topic_id = wanted.get("topic_id")
+            if name is None:
+                by_id = catalog.by_id(topic_id) if topic_id is not None else None
+                topics.append(_described(ctx, by_id) if by_id else
+                              _missing(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                continue
+            topic = catalog.get(name)
+            if topic is None and validate_topic_name(name) is not None:
+                topics.append(_missing(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            if topic is None and auto:
+                error, _, topic = catalog.create(name, -1, -1, {})
+                if error is not ErrorCode.NONE:
+                    topics.append(_missing(name, error))
+                    continue
+            if topic is None:
+                topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                topics.append(_described(ctx, topic))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}],
+        "cluster_id": ctx.cluster_id,
+        "controller_id": ctx.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": INT32_MIN,
+    }
+
+
+def handle_create_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+    version = request.header.api_version
+    body = request.body
+    validate_only = bool(body.get("validate_only", False))
+    names = [t.name for t in body.topics]
+    results = []
+    for wanted in body.topics:
+        result: dict[str, Any] = {"name": wanted.name, "num_partitions": -1, "replication_factor": -1,
+                                  "configs": [], "error_message": None}
+        if names.count(wanted.name) > 1:
+            result.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                          error_message=f"topic {wanted.name!r} appears more than once in the request")
+            results.append(result)
+            continue
+        if wanted.assignments:
+            num_partitions = len(wanted.assignments)
+            bad = [a.broker_ids for a in wanted.assignments if list(a.broker_ids) != [ctx.node_id]]
+            if bad:
+                result.update(error_code=int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+                              error_message=f"replicas must be exactly [{ctx.node_id}]")
+                results.append(result)
+                continue
+            replication = 1
+        else:
+            num_partitions, replication = wanted.num_partitions, wanted.replication_factor
+        configs = {c.name: c.value for c in wanted.configs}
+        error, message, topic = catalog.create(wanted.name, num_partitions, replication, configs, validate_only)
+        result.update(error_code=int(error), error_message=message)
+        if topic is not None:
+            effective = ctx.config["num.partitions"] if num_partitions == -1 else num_partitions
+            result.update(
+                topic_id=topic.topic_id,
+                num_partitions=effective,
+                replication_factor=1,
+                configs=[
+                    {
+                        "name": key,
+                        "value": topic.configs.get(key, default),
+                        "read_only": False,
+                        "config_source": CONFIG_SOURCE_TOPIC if key in topic.configs else CONFIG_SOURCE_DEFAULT,
+                        "is_sensitive": False,
+                    }
+                    for key, default in TOPIC_CONFIGS.items()
+                ] if version >= 5 else [],
+            )
+        results.append(result)
+    return {"throttle_time_ms": 0, "topics": results}

@@ -1,0 +1,190 @@
+"""The topic catalogue: which topics exist, their ids, partitions and configs.
+
+The catalogue lives in ``topics.json`` in the data directory, replaced atomically
+(write, fsync, rename, fsync the directory). Each partition is a ``PartitionLog`` in
+``<data-dir>/<topic>-<partition>/``, the same segment engine as the coordinator log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import ErrorCode
+from storage.partition import PartitionLog
+from storage.segment import fsync_directory
+
+log = logging.getLogger("kcoord.topics")
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPIC = "__consumer_offsets"
+
+# Topic configs kcoord honours; others are refused with INVALID_CONFIG.
+TOPIC_CONFIGS: dict[str, str] = {
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "segment.bytes": "1073741824",
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "CreateTime",
+}
+
+
+def validate_topic_name(name: str | None) -> str | None:
+    """Kafka's topic name rules; returns why a name is invalid, or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL.fullmatch(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def validate_topic_config(name: str, value: str | None) -> str | None:
+    if name not in TOPIC_CONFIGS:
+        return f"unknown or unsupported topic config {name}"
+    if value is None:
+        return f"topic config {name} needs a value"
+    if name in ("retention.ms", "retention.bytes"):
+        if not re.fullmatch(r"-?\d+", value) or int(value) < -1:
+            return f"{name} must be an integer >= -1"
+    elif name == "segment.bytes":
+        if not value.isdigit() or int(value) < 14:
+            return "segment.bytes must be an integer >= 14"
+    elif name == "cleanup.policy":
+        if set(value.split(",")) - {"delete", "compact"}:
+            return "cleanup.policy must be delete, compact or both"
+    elif name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+        return "message.timestamp.type must be CreateTime or LogAppendTime"
+    return None
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    partitions: list[PartitionLog] = field(default_factory=list)
+
+    def config(self, name: str) -> str:
+        return self.configs.get(name, TOPIC_CONFIGS[name])
+
+
+class TopicCatalog:
+    def __init__(self, data_dir: Path, config: Any) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        self._load()
+
+    @property
+    def _file(self) -> Path:
+        return self.data_dir / "topics.json"
+
+    def _segment_bytes(self, configs: dict[str, str]) -> int:
+        return int(configs.get("segment.bytes", self.config["log.segment.bytes"]))
+
+    def _load(self) -> None:
+        if not self._file.exists():
+            return
+        saved = json.loads(self._file.read_text())
+        for entry in saved["topics"]:
+            topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
+            for p in range(entry["partitions"]):
+                topic.partitions.append(
+                    PartitionLog.open(self.data_dir / f"{topic.name}-{p}", self._segment_bytes(topic.configs))
+                )
+            self.topics[topic.name] = topic
+            self._by_id[topic.topic_id] = topic
+
+    def _persist(self) -> None:
+        data = {
+            "topics": [
+                {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+                for t in self.topics.values()
+            ]
+        }
+        tmp = self._file.with_suffix(".json.tmp")
+        with open(tmp, "w") as handle:
+            json.dump(data, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._file)
+        fsync_directory(self.data_dir)
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def partition(self, name: str, index: int) -> PartitionLog | None:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def partition_exists(self, name: str, index: int) -> bool:
+        return self.partition(name, index) is not None
+
+    def create(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str | None],
+        validate_only: bool = False,
+    ) -> tuple[ErrorCode, str | None, Topic | None]:
+        """Create a topic with Kafka's validation; (error, message, topic)."""
+        problem = validate_topic_name(name)
+        if problem is not None or name == INTERNAL_TOPIC:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, problem or f"{name} is reserved", None
+        if name in self.topics:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists", None
+        if num_partitions == -1:
+            num_partitions = self.config["num.partitions"]
+        if num_partitions <= 0:
+            return ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0", None
+        if replication_factor not in (-1, 1):
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"replication factor {replication_factor} is larger than the 1 available broker", None)
+        clean: dict[str, str] = {}
+        for key, value in configs.items():
+            problem = validate_topic_config(key, value)
+            if problem is not None:
+                return ErrorCode.INVALID_CONFIG, problem, None
+            assert value is not None
+            clean[key] = value
+        topic = Topic(name, uuid.uuid4(), clean)
+        if validate_only:
+            topic.partitions = []
+            return ErrorCode.NONE, None, topic
+        for p in range(num_partitions):
+            topic.partitions.append(
+                PartitionLog.open(self.data_dir / f"{name}-{p}", self._segment_bytes(clean))
+            )
+        self.topics[name] = topic
+        self._by_id[topic.topic_id] = topic
+        self._persist()
+        log.info("created topic %s with %d partitions", name, num_partitions)
+        return ErrorCode.NONE, None, topic
+
+    def flush(self) -> None:
+        for topic in self.topics.values():
+            for partition in topic.partitions:
+                partition.flush()
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for partition in topic.partitions:
+                partition.close()

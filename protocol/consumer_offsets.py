@@ -1,0 +1,165 @@
+"""Keys and values of the ``__consumer_offsets`` log, in Kafka's own format.
+
+A key is an int16 key version followed by the key struct: versions 0 and 1 are offset
+commits (writers use 1), version 2 is group metadata. A value is an int16 value version
+followed by the value struct; a null value is a tombstone. Writers emit OffsetCommitValue
+v3 (v1 when an expire timestamp exists) and GroupMetadataValue v3, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from construct import Container
+
+from protocol.codec import ProtocolError, decode_body, encode_body
+from protocol.messages.coordinator_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+
+_VERSION = struct.Struct(">h")
+
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+GROUP_VALUE_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    """A record type this coordinator does not use (KIP-848, share groups): skipped on load."""
+
+    version: int
+
+
+RecordKey = OffsetKey | GroupKey | UnknownKey
+
+
+@dataclass(slots=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int  # -1: none
+
+
+def encode_key(key: OffsetKey | GroupKey) -> bytes:
+    if isinstance(key, OffsetKey):
+        body = encode_body(
+            OffsetCommitKey,
+            OFFSET_KEY_VERSION,
+            {"group": key.group, "topic": key.topic, "partition": key.partition},
+        )
+        return _VERSION.pack(OFFSET_KEY_VERSION) + body
+    return _VERSION.pack(GROUP_KEY_VERSION) + encode_body(GroupMetadataKey, GROUP_KEY_VERSION, {"group": key.group})
+
+
+def decode_key(data: bytes) -> RecordKey:
+    if len(data) < 2:
+        raise ProtocolError("record key shorter than its version")
+    (version,) = _VERSION.unpack_from(data)
+    if version in (0, 1):
+        body = decode_body(OffsetCommitKey, version, data[2:])
+        return OffsetKey(body.group, body.topic, body.partition)
+    if version == GROUP_KEY_VERSION:
+        return GroupKey(decode_body(GroupMetadataKey, version, data[2:]).group)
+    if version < 0:
+        raise ProtocolError(f"negative record key version {version}")
+    return UnknownKey(version)
+
+
+def encode_offset_value(value: OffsetValue) -> bytes:
+    version = 1 if value.expire_timestamp >= 0 else 3
+    body = encode_body(
+        OffsetCommitValue,
+        version,
+        {
+            "offset": value.offset,
+            "leader_epoch": value.leader_epoch,
+            "metadata": value.metadata,
+            "commit_timestamp": value.commit_timestamp,
+            "expire_timestamp": value.expire_timestamp,
+        },
+    )
+    return _VERSION.pack(version) + body
+
+
+def _value_version(data: bytes, highest: int) -> int:
+    if len(data) < 2:
+        raise ProtocolError("record value shorter than its version")
+    (version,) = _VERSION.unpack_from(data)
+    if not 0 <= version <= highest:
+        raise ProtocolError(f"unknown record value version {version}")
+    return int(version)
+
+
+def _decode_lenient(message: Any, version: int, data: bytes) -> Container:
+    """Decode a value body; newer writers may append tagged data we do not know."""
+    import io
+
+    from construct import ConstructError
+
+    try:
+        return message.struct(version)._parsereport(io.BytesIO(data), Container(), "(value)")
+    except ConstructError as exc:
+        raise ProtocolError(f"malformed {message.name} v{version}: {exc}") from None
+
+
+def decode_offset_value(data: bytes) -> OffsetValue:
+    version = _value_version(data, OffsetCommitValue.max_version)
+    body = _decode_lenient(OffsetCommitValue, version, data[2:])
+    return OffsetValue(
+        offset=body.offset,
+        leader_epoch=body.get("leader_epoch", -1),
+        metadata=body.metadata,
+        commit_timestamp=body.commit_timestamp,
+        expire_timestamp=body.get("expire_timestamp", -1),
+    )
+
+
+def encode_group_value(value: dict[str, Any]) -> bytes:
+    return _VERSION.pack(GROUP_VALUE_VERSION) + encode_body(GroupMetadataValue, GROUP_VALUE_VERSION, value)
+
+
+def decode_group_value(data: bytes) -> Container:
+    """Decode any GroupMetadataValue version; v0 records take rebalance timeout from session timeout."""
+    version = _value_version(data, GroupMetadataValue.max_version)
+    body = _decode_lenient(GroupMetadataValue, version, data[2:])
+    body.setdefault("current_state_timestamp", -1)
+    for member in body.members:
+        member.setdefault("group_instance_id", None)
+        if member.get("rebalance_timeout", -1) == -1:
+            member["rebalance_timeout"] = member.session_timeout
+    return body
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: 31*h + c over UTF-16 code units, wrapping at 32 bits."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def partition_for(group: str, partitions: int) -> int:
+    """The __consumer_offsets partition of a group: Utils.abs(hashCode) % partitions."""
+    h = java_string_hash(group)
+    return (0 if h == -0x80000000 else abs(h)) % partitions

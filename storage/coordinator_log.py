@@ -1,0 +1,194 @@
+"""The ``__consumer_offsets`` log: one ``PartitionLog`` per partition, with group commit.
+
+Groups map to partitions the way Kafka maps them (Java ``String.hashCode``), so one
+partition stays the unit of ownership if the coordinator is ever split across nodes.
+``append`` is cheap and never waits for the disk; ``sync`` (run in a worker thread)
+fsyncs everything written so far in one go and reports the sequence number that is now
+durable, which is what lets many requests share one fsync (ARCHITECTURE.md invariant 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from protocol.consumer_offsets import partition_for
+from storage.partition import CorruptLogError, PartitionLog
+from storage.segment import fsync_directory
+
+__all__ = ["TOPIC", "CoordinatorLog", "PartitionCountError"]
+
+TOPIC = "__consumer_offsets"
+_META_NAME = f"{TOPIC}.meta.json"
+_PARTITION_DIR = re.compile(rf"^{re.escape(TOPIC)}-(\d+)$")
+
+
+class PartitionCountError(Exception):
+    """The data directory was written with another partition count.
+
+    Changing it would move groups to other partitions and hide their committed offsets,
+    so (as in Kafka) the count is fixed once the log exists.
+    """
+
+
+class CoordinatorLog:
+    """``data_dir/__consumer_offsets-{p}`` partition logs, opened (and recovered) at start-up.
+
+    A partition's directory is created on its first append. Thread safety: ``append`` from
+    the event loop and ``sync`` from a worker thread may overlap; syncs serialise.
+    """
+
+    def __init__(self, data_dir: Path, partitions: int, segment_bytes: int) -> None:
+        if partitions < 1:
+            raise ValueError(f"partitions must be positive, got {partitions}")
+        self.data_dir = Path(data_dir)
+        self.partitions = partitions
+        self.segment_bytes = segment_bytes
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._logs: dict[int, PartitionLog] = {}
+        self._dirty: set[int] = set()
+        self._written_seq = 0
+        self._durable_seq = 0
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._check_partition_count()
+        try:
+            for p in sorted(self._existing_partitions()):
+                self._logs[p] = PartitionLog.open(self._partition_dir(p), segment_bytes)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- layout -----------------------------------------------------------------------
+
+    def _partition_dir(self, partition: int) -> Path:
+        return self.data_dir / f"{TOPIC}-{partition}"
+
+    def _existing_partitions(self) -> set[int]:
+        return {
+            int(match.group(1))
+            for path in self.data_dir.iterdir()
+            if (match := _PARTITION_DIR.match(path.name)) and path.is_dir()
+        }
+
+    def _check_partition_count(self) -> None:
+        """Refuse a changed count; record the count on first use (atomically, durably)."""
+        meta = self.data_dir / _META_NAME
+        if meta.exists():
+            try:
+                stored = json.loads(meta.read_text())["partitions"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptLogError(f"{meta}: unreadable metadata: {exc}") from exc
+            if stored != self.partitions:
+                raise PartitionCountError(
+                    f"{self.data_dir} holds {TOPIC} with {stored} partitions but "
+                    f"{self.partitions} are configured; the partition count cannot change "
+                    f"once the log exists (set offsets.topic.num.partitions={stored})"
+                )
+            return
+        stray = sorted(p for p in self._existing_partitions() if p >= self.partitions)
+        if stray:
+            raise PartitionCountError(
+                f"{self.data_dir} has {TOPIC} partition directories {stray} but only "
+                f"{self.partitions} partitions are configured and {meta.name} is missing"
+            )
+        tmp = meta.with_name(meta.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"partitions": self.partitions}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, meta)
+        fsync_directory(self.data_dir)
+
+    # --- writing ----------------------------------------------------------------------
+
+    @property
+    def written_seq(self) -> int:
+        """Number of appends so far; ``sync`` makes a prefix of them durable."""
+        return self._written_seq
+
+    @property
+    def durable_seq(self) -> int:
+        """Every append numbered up to this one is fsynced."""
+        return self._durable_seq
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def partition_log(self, partition: int) -> PartitionLog | None:
+        """The open log of a partition, or None before its first append."""
+        return self._logs.get(partition)
+
+    def append(
+        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int
+    ) -> int:
+        """Write ``records`` as one batch to the group's partition; returns its seq.
+
+        Not durable until a ``sync`` returns a seq at least this large.
+        """
+        partition = self.partition_of(group_id)
+        with self._lock:
+            plog = self._logs.get(partition)
+            if plog is None:
+                plog = PartitionLog.open(self._partition_dir(partition), self.segment_bytes)
+                self._logs[partition] = plog
+            plog.append(records, timestamp_ms)
+            self._dirty.add(partition)
+            self._written_seq += 1
+            return self._written_seq
+
+    def sync(self) -> int:
+        """fsync every partition written since the last sync; returns the durable seq.
+
+        The target seq and the dirty set are taken together under the lock before any
+        fsync, so an append racing with this sync is simply left for the next one. Syncs
+        run one at a time, so a sync that finds nothing dirty cannot report a seq that an
+        earlier, still running sync has not made durable yet.
+        """
+        with self._sync_lock:
+            with self._lock:
+                target = self._written_seq
+                dirty = sorted(self._dirty)
+                self._dirty.clear()
+            try:
+                for partition in dirty:
+                    self._logs[partition].flush()
+            except BaseException:
+                with self._lock:
+                    self._dirty.update(dirty)
+                raise
+            self._durable_seq = max(self._durable_seq, target)
+            return self._durable_seq
+
+    # --- reading ----------------------------------------------------------------------
+
+    def replay(self) -> Iterator[tuple[bytes, bytes | None, int]]:
+        """Yield ``(key, value, timestamp)`` for every record, partition by partition.
+
+        Within a partition records come in offset order, which is all replay needs: a
+        group's records all live in one partition. A None value is a tombstone.
+        """
+        for partition in sorted(self._logs):
+            plog = self._logs[partition]
+            for _, batch in plog.read_batches():
+                if batch.records is None:
+                    raise CorruptLogError(
+                        f"{plog.directory}: batch at offset {batch.base_offset} is compressed "
+                        f"with {batch.compression.name}, which this log never writes"
+                    )
+                for record in batch.records:
+                    if record.key is None:
+                        raise CorruptLogError(
+                            f"{plog.directory}: record at offset {batch.offset_of(record)} has no key"
+                        )
+                    yield record.key, record.value, batch.timestamp_of(record)
+
+    def close(self) -> None:
+        """Close every partition log (without fsync: ``sync`` first to keep writes)."""
+        with self._lock:
+            for plog in self._logs.values():
+                plog.close()

@@ -1,0 +1,325 @@
+"""A partition log: a directory of segments with crash recovery, appends, fsync and reads.
+
+Blocking file I/O only (sans-trio): the broker calls ``flush`` from a worker thread while
+the event loop keeps appending, so the bookkeeping shared by the two sits behind a lock
+and fsync itself runs outside it.
+
+Recovery rules (ARCHITECTURE.md invariant 4): a torn or corrupt tail of the last segment
+is cut off with a warning; damage anywhere else, or damage followed by a valid batch,
+raises ``CorruptLogError`` because truncating there would silently drop acknowledged data.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.records import (
+    MAGIC,
+    RecordBatch,
+    RecordBatchError,
+    build_records,
+    decode_batch,
+    encode_batch,
+    peek_batch_header,
+    rewrite_base_offset,
+)
+from storage.segment import (
+    Segment,
+    fsync_directory,
+    later_valid_batch,
+    parse_segment_name,
+    scan_segment,
+)
+
+__all__ = ["CorruptLogError", "OffsetOutOfRangeError", "PartitionLog", "RecoveryReport"]
+
+log = logging.getLogger("kcoord.storage")
+
+#: How many bytes ``read_batches`` pulls per read, so replay is not one syscall per batch.
+_READ_CHUNK = 1 << 20
+
+
+class CorruptLogError(Exception):
+    """The log is damaged somewhere a crash cannot explain; the broker must not start."""
+
+
+class OffsetOutOfRangeError(Exception):
+    """A read asked for an offset outside [log_start_offset, next_offset]."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What ``PartitionLog.open`` found, for the start-up log line and for tests."""
+
+    segments: int
+    batches: int
+    truncated_bytes: int
+    truncated_file: Path | None = None
+
+
+class PartitionLog:
+    """One partition: segment files ``{base_offset:020d}.log`` in ``directory``.
+
+    Opening runs recovery. The last segment is the active one; ``append`` rolls to a new
+    segment once the active one would grow past ``segment_bytes``.
+    """
+
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
+        if segment_bytes < 1:
+            raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        # _lock guards the segment list, the indexes and _dirty; _flush_lock keeps close()
+        # from closing fds a flush is still fsyncing, without making appends wait for disk.
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._dirty: set[Segment] = set()
+        self._closed = False
+        self._segments: list[Segment] = []
+        self.recovery = self._recover()
+
+    @classmethod
+    def open(cls, directory: Path, segment_bytes: int) -> PartitionLog:
+        """Open (creating if needed) and recover the log in ``directory``."""
+        return cls(directory, segment_bytes)
+
+    # --- recovery ---------------------------------------------------------------------
+
+    def _recover(self) -> RecoveryReport:
+        """Scan every segment, cut a torn tail, build the index; raise on real corruption."""
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True)
+            fsync_directory(self.directory.parent)
+        found = sorted(
+            (base, path)
+            for path in self.directory.iterdir()
+            if (base := parse_segment_name(path.name)) is not None and path.is_file()
+        )
+        if not found:
+            self._segments.append(Segment.create(self.directory, 0))
+            fsync_directory(self.directory)
+            return RecoveryReport(segments=1, batches=0, truncated_bytes=0)
+        try:
+            return self._recover_segments(found)
+        except BaseException:
+            for segment in self._segments:
+                segment.close()
+            self._segments.clear()
+            raise
+
+    def _recover_segments(self, found: list[tuple[int, Path]]) -> RecoveryReport:
+        batches = 0
+        truncated = 0
+        truncated_file: Path | None = None
+        expected: int | None = None
+        for i, (base, path) in enumerate(found):
+            is_last = i == len(found) - 1
+            if expected is not None and base != expected:
+                raise CorruptLogError(
+                    f"{path}: segment starts at offset {base} but the previous segment "
+                    f"ends at offset {expected} (missing or overlapping segment)"
+                )
+            data = path.read_bytes()
+            scan = scan_segment(data, base)
+            if scan.problem is not None:
+                if not is_last:
+                    raise CorruptLogError(
+                        f"{path}: invalid data in a non-last segment at byte {scan.valid_bytes} "
+                        f"of {len(data)}: {scan.problem}"
+                    )
+                later = later_valid_batch(data, scan.valid_bytes, scan.next_offset)
+                if later is not None:
+                    raise CorruptLogError(
+                        f"{path}: corrupt data at byte {scan.valid_bytes} ({scan.problem}) is "
+                        f"followed by a valid batch at byte {later}; this is not a torn tail"
+                    )
+            segment = Segment.open(path, base, scan)
+            self._segments.append(segment)
+            if scan.valid_bytes < len(data):
+                truncated = len(data) - scan.valid_bytes
+                truncated_file = path
+                log.warning(
+                    "%s: torn tail, truncating at byte %d and dropping %d bytes (%s)",
+                    path, scan.valid_bytes, truncated, scan.problem,
+                )
+                segment.truncate(scan.valid_bytes)
+            batches += segment.batch_count
+            expected = scan.next_offset
+        return RecoveryReport(len(found), batches, truncated, truncated_file)
+
+    # --- properties -------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def next_offset(self) -> int:
+        """Log end offset: the offset the next appended record gets."""
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> list[Path]:
+        """Segment files, oldest first; the last one is active."""
+        with self._lock:
+            return [segment.path for segment in self._segments]
+
+    # --- writing ----------------------------------------------------------------------
+
+    def append(
+        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int
+    ) -> tuple[int, int]:
+        """Append all ``records`` as ONE batch (a crash keeps all or none of them).
+
+        Not fsynced; returns ``(base_offset, next_offset)``.
+        """
+        if not records:
+            raise ValueError("cannot append an empty batch")
+        with self._lock:
+            base = self._active_for_write().next_offset
+            data = encode_batch(build_records(records), base_offset=base, base_timestamp=timestamp_ms)
+            return self._write(data, base, base + len(records))
+
+    def append_batch(self, batch: bytes) -> tuple[int, int]:
+        """Append a batch encoded elsewhere (a producer's), giving it the next offsets.
+
+        The caller has validated it (CRC included); only the framing is rechecked here,
+        because a wrong length would corrupt the file for every batch after it.
+        """
+        header = peek_batch_header(batch)
+        if header.magic != MAGIC or header.size != len(batch):
+            raise RecordBatchError(f"not one v2 batch: header says {header.size} bytes, got {len(batch)}")
+        if header.last_offset_delta < 0:
+            raise RecordBatchError(f"batch has no offsets (last_offset_delta {header.last_offset_delta})")
+        with self._lock:
+            base = self._active_for_write().next_offset
+            data = rewrite_base_offset(batch, base)
+            return self._write(data, base, base + header.last_offset_delta + 1)
+
+    def _active_for_write(self) -> Segment:
+        if self._closed:
+            raise ValueError(f"{self.directory}: log is closed")
+        return self._segments[-1]
+
+    def _write(self, data: bytes, base: int, next_offset: int) -> tuple[int, int]:
+        """Roll if the batch would overflow the active segment, then write it. Holds _lock."""
+        active = self._segments[-1]
+        if active.size > 0 and active.size + len(data) > self.segment_bytes:
+            active = self._roll()
+        active.append(data, base, next_offset)
+        self._dirty.add(active)
+        return base, next_offset
+
+    def _roll(self) -> Segment:
+        """Seal the active segment (fsynced, so only the last segment can ever be torn)."""
+        old = self._segments[-1]
+        old.fsync()
+        self._dirty.discard(old)
+        new = Segment.create(self.directory, old.next_offset)
+        try:
+            fsync_directory(self.directory)
+        except BaseException:
+            new.close()
+            new.path.unlink(missing_ok=True)
+            raise
+        self._segments.append(new)
+        return new
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush; callable from a worker thread.
+
+        Appends that race with it are left for the next flush. If fsync fails the segments
+        stay dirty, but the broker should treat that as fatal: Linux may already have
+        dropped the unwritten pages.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    raise ValueError(f"{self.directory}: log is closed")
+                dirty = list(self._dirty)
+                self._dirty.clear()
+            try:
+                for segment in dirty:
+                    segment.fsync()
+            except BaseException:
+                with self._lock:
+                    self._dirty.update(dirty)
+                raise
+
+    def close(self) -> None:
+        """Close every file; does not fsync (call ``flush`` first to keep unsynced data)."""
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+
+    # --- reading ----------------------------------------------------------------------
+
+    def _snapshot(self, start_offset: int) -> list[tuple[Segment, int, int]]:
+        """(segment, first batch index, batch count) to read, fixed at call time."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.directory}: log is closed")
+            bases = [segment.base_offset for segment in self._segments]
+            first = max(bisect.bisect_right(bases, start_offset) - 1, 0)
+            plan: list[tuple[Segment, int, int]] = []
+            for i, segment in enumerate(self._segments[first:]):
+                index = segment.locate(start_offset) if i == 0 else 0
+                if index < segment.batch_count:
+                    plan.append((segment, index, segment.batch_count))
+            return plan
+
+    def read_batches(self, start_offset: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+        """Yield ``(base_offset, batch)`` from the batch holding ``start_offset`` to the end.
+
+        Offsets below the log start begin at the log start (replay reads from 0). Batches
+        appended while iterating may or may not be included; nothing is rescanned.
+        """
+        for segment, index, count in self._snapshot(start_offset):
+            while index < count:
+                begin = segment.positions[index]
+                stop = index + 1
+                while stop < count and segment.batch_end(stop) - begin <= _READ_CHUNK:
+                    stop += 1
+                chunk = segment.read(begin, segment.batch_end(stop - 1) - begin)
+                for i in range(index, stop):
+                    pos = segment.positions[i]
+                    raw = chunk[pos - begin : segment.batch_end(i) - begin]
+                    try:
+                        batch = decode_batch(raw)
+                    except RecordBatchError as exc:
+                        raise CorruptLogError(f"{segment.path}: batch at byte {pos}: {exc}") from exc
+                    yield batch.base_offset, batch
+                index = stop
+
+    def read_raw(self, start_offset: int, max_bytes: int) -> bytes:
+        """Whole raw batches from the one holding ``start_offset``, up to ``max_bytes``.
+
+        Kafka fetch semantics: at least one batch even if it alone exceeds ``max_bytes``,
+        and never past the end of one segment (the client simply fetches again). Returns
+        b"" at the log end; raises ``OffsetOutOfRangeError`` outside the log.
+        """
+        with self._lock:
+            if not self.log_start_offset <= start_offset <= self.next_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} outside [{self.log_start_offset}, {self.next_offset}]"
+                )
+        for segment, index, count in self._snapshot(start_offset):
+            begin = segment.positions[index]
+            stop = index + 1
+            while stop < count and segment.batch_end(stop) - begin <= max_bytes:
+                stop += 1
+            return segment.read(begin, segment.batch_end(stop - 1) - begin)
+        return b""
