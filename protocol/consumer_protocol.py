@@ -12,7 +12,7 @@ import io
 import struct
 from typing import Any
 
-from construct import Container, ConstructError
+from construct import ConstructError, Container
 
 from protocol.codec import ProtocolError, encode_body
 from protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription

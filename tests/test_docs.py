@@ -6,8 +6,6 @@ import re
 from pathlib import Path
 
 from broker.config import Config, reference_markdown
-from broker.context import BrokerContext
-from broker.router import Router
 from protocol.messages import REQUESTS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
