@@ -80,7 +80,13 @@ class Router:
                 what = "unreadable header"
             return Close(f"malformed request from {peer} ({what}): {exc}")
         header = request.header
-        body = self.handlers[header.api_key](request, peer)
+        try:
+            body = self.handlers[header.api_key](request, peer)
+        except Exception:
+            # A bug, not bad input: log it loudly, drop this connection, keep serving others.
+            log.exception("handler for api_key=%d v%d failed (request from %s)",
+                          header.api_key, header.api_version, peer)
+            return Close(f"internal error handling api_key={header.api_key}")
         if body is None or isinstance(body, Slot):
             return body
         return encode_response(header.api_key, header.api_version, header.correlation_id, body)

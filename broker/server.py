@@ -97,8 +97,9 @@ class Connection:
                 nursery.start_soon(self._write, receive)
                 async with send:
                     await self._read(send)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.debug("connection %s ended: %s", self.peer, exc)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            # The peer went away (or the socket broke): only this connection ends.
+            log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
         finally:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()

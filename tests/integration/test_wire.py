@@ -172,3 +172,21 @@ def test_truncated_frame_waits_for_the_rest(broker: BrokerProcess) -> None:
             client.send_raw(frame[i : i + 1])
         body = client.receive(10, 3, 41)
         assert body.error_code == 0
+
+
+def test_client_vanishing_with_replies_in_flight_leaves_server_healthy(broker: BrokerProcess) -> None:
+    """A peer that sends a burst and disconnects before reading must not hurt anyone else."""
+    healthy = WireClient(broker.host, broker.port)
+    try:
+        for _ in range(5):
+            sock = socket.create_connection((broker.host, broker.port), timeout=5)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            burst = b"".join(encode_request(3, 9, i, {"topics": None}) for i in range(2000))
+            sock.sendall(burst)
+            sock.close()  # RST: the broker's writes now fail with a broken pipe / reset
+        _healthy(broker, healthy)
+        with WireClient(broker.host, broker.port) as fresh:
+            _healthy(broker, fresh)
+        assert "Traceback" not in broker.log()
+    finally:
+        healthy.close()

@@ -1,0 +1,173 @@
+"""Real client-library consumers, each running its poll loop in its own thread.
+
+Every consumer records its current assignment and every assignment change it sees, so
+tests can wait (bounded) for a balanced group and check whether a rebalance happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class ConsumerThread:
+    """Base: a consumer in a thread; subclasses implement _open/_poll/_close."""
+
+    kind = "?"
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **options: Any) -> None:
+        self.bootstrap = bootstrap
+        self.group = group
+        self.topic = topic
+        self.options = options
+        self.assignment: set[int] = set()
+        self.assignments_seen: list[frozenset[int]] = []
+        self.messages: list[tuple[int, int, bytes]] = []  # partition, offset, value
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._leave = True
+        self._thread = threading.Thread(target=self._run, name=f"{self.kind}-consumer", daemon=True)
+
+    def start(self) -> ConsumerThread:
+        self._thread.start()
+        return self
+
+    def _set_assignment(self, partitions: set[int]) -> None:
+        if partitions != self.assignment or not self.assignments_seen:
+            self.assignment = set(partitions)
+            self.assignments_seen.append(frozenset(partitions))
+
+    def _run(self) -> None:
+        try:
+            self._open()
+            while not self._stop.is_set():
+                self._poll()
+            self._close(self._leave)
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+    def stop(self, leave: bool = True, timeout: float = 30) -> None:
+        self._leave = leave
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"{self.kind} consumer did not stop"
+        if self.error is not None:
+            raise AssertionError(f"{self.kind} consumer failed: {self.error!r}") from self.error
+
+    # subclass hooks
+    def _open(self) -> None: ...
+    def _poll(self) -> None: ...
+    def _close(self, leave: bool) -> None: ...
+
+
+class KafkaPythonConsumer(ConsumerThread):
+    kind = "kafka-python"
+
+    def _open(self) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+            auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500,
+            **self.options,
+        )
+
+    def _poll(self) -> None:
+        for _, records in self.consumer.poll(timeout_ms=100).items():
+            self.messages.extend((r.partition, r.offset, r.value) for r in records)
+        self._set_assignment({tp.partition for tp in self.consumer.assignment()})
+
+    def _close(self, leave: bool) -> None:
+        self.consumer.close()
+
+
+class ConfluentConsumer(ConsumerThread):
+    kind = "confluent-kafka"
+
+    def _open(self) -> None:
+        from confluent_kafka import Consumer
+
+        config = {
+            "bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+        config.update(self.options)
+        self.consumer = Consumer(config)
+        self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._set_assignment({p.partition for p in partitions})
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._set_assignment(set())
+
+    def _poll(self) -> None:
+        message = self.consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            self.messages.append((message.partition(), message.offset(), message.value()))
+
+    def _close(self, leave: bool) -> None:
+        self.consumer.close()
+
+
+class AiokafkaConsumer(ConsumerThread):
+    kind = "aiokafka"
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:
+            self.error = exc
+
+    async def _main(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        consumer = AIOKafkaConsumer(
+            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+            auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500,
+            **self.options,
+        )
+        await consumer.start()
+        try:
+            while not self._stop.is_set():
+                batches = await consumer.getmany(timeout_ms=100)
+                for _, records in batches.items():
+                    self.messages.extend((r.partition, r.offset, r.value) for r in records)
+                self._set_assignment({tp.partition for tp in consumer.assignment()})
+        finally:
+            await consumer.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def sizes(consumers: list[ConsumerThread]) -> list[int]:
+    return sorted(len(c.assignment) for c in consumers)
+
+
+def disjoint_cover(consumers: list[ConsumerThread], partitions: int) -> bool:
+    seen: list[int] = []
+    for c in consumers:
+        seen.extend(c.assignment)
+    return sorted(seen) == list(range(partitions))
