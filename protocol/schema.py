@@ -269,7 +269,9 @@ class MessageStruct(Construct):
         out: list[tuple[int, bytes]] = []
         for tag, (name, sub, decl) in self.tagged.items():
             value = obj.get(name, _MISSING)
-            if value is _MISSING or value == decl.default_value(self.version):
+            if value is _MISSING or (
+                value == decl.default_value(self.version) and not _has_unknown_tags(value)
+            ):
                 continue
             inner = io.BytesIO()
             sub._build(value, inner, context, path)
@@ -285,6 +287,15 @@ class MessageStruct(Construct):
             section += raw
         stream_write(stream, bytes(section), len(section), path)
         return obj
+
+
+def _has_unknown_tags(value: Any) -> bool:
+    """Whether a value holds unknown tagged fields anywhere (Container's ``==`` ignores them)."""
+    if isinstance(value, dict):
+        return bool(value.get(UNKNOWN_TAGS)) or any(_has_unknown_tags(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknown_tags(v) for v in value)
+    return False
 
 
 def _construct_for(decl: Field, type_: FieldType, version: int, flexible: bool) -> Construct:

@@ -54,6 +54,7 @@ class CoordinatorLog:
         self._dirty: set[int] = set()
         self._written_seq = 0
         self._durable_seq = 0
+        self._closed = False
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._check_partition_count()
         try:
@@ -132,6 +133,8 @@ class CoordinatorLog:
         """
         partition = self.partition_of(group_id)
         with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.data_dir}: {TOPIC} log is closed")
             plog = self._logs.get(partition)
             if plog is None:
                 plog = PartitionLog.open(self._partition_dir(partition), self.segment_bytes)
@@ -190,5 +193,6 @@ class CoordinatorLog:
     def close(self) -> None:
         """Close every partition log (without fsync: ``sync`` first to keep writes)."""
         with self._lock:
+            self._closed = True
             for plog in self._logs.values():
                 plog.close()

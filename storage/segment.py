@@ -156,6 +156,8 @@ def later_valid_batch(data: bytes, bad_pos: int, min_base_offset: int) -> int | 
     pass. Batches must not go back in offsets, which also keeps a batch that a
     producer stored inside a record value from passing for a log batch.
     """
+    if data.count(0, bad_pos) == len(data) - bad_pos:
+        return None  # a preallocated, never written tail: the common torn case, decided fast
     if len(data) - bad_pos >= HEADER_SIZE:
         claimed = peek_batch_header(data, bad_pos)
         if claimed.batch_length >= MIN_BATCH_LENGTH and _valid_batch_at(

@@ -638,10 +638,12 @@ class GroupCoordinator:
             fx.reply(ticket, _sync_reply(error))
             return fx
 
-        if not group_id:
-            return fail(E.INVALID_GROUP_ID)
+        # KafkaApis rejects a v5+ request without protocol type/name before the
+        # coordinator looks at the group id.
         if version >= 5 and (protocol_type is None or protocol_name is None):
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
+        if not group_id:
+            return fail(E.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if group is None:
             return fail(E.UNKNOWN_MEMBER_ID)

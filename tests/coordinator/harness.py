@@ -1,0 +1,363 @@
+"""A fake-clock driver for the sans-IO GroupCoordinator.
+
+Every request body is built exactly as the broker would hand it over: encoded with the
+request schema at the given version and decoded again. Every reply is checked to encode at
+the request's version with the response schema. All replies are kept by ticket (a ticket
+answered twice fails at once) and every record written is kept in order, so a test reads
+as: state before, action, state after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinator
+from broker.coordinator.group import Group
+from broker.coordinator.state import GroupState
+from protocol.codec import decode_body, encode_body
+from protocol.consumer_offsets import (
+    GroupKey,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from protocol.schema import Message
+
+E = ErrorCode
+S = GroupState
+
+START = 1_000_000_000  # epoch ms the fake clock starts at
+CONSUMER = "consumer"
+RANGE = (("range", b"range-meta"),)
+
+
+def body_of(message: Message, version: int, fields: dict[str, Any]) -> Any:
+    """A request body exactly as the broker's decoder would produce it."""
+    return decode_body(message, version, encode_body(message, version, fields))
+
+
+class IdCounter:
+    """Deterministic member id suffixes: 1, 2, 3, ..."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> str:
+        self.n += 1
+        return str(self.n)
+
+
+@dataclass
+class Harness:
+    config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    now: int = START
+
+    def __post_init__(self) -> None:
+        self.ids = IdCounter()
+        self.coord = GroupCoordinator(self.config, new_id=self.ids)
+        self.replies: dict[int, dict[str, Any]] = {}
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.last: Effects = Effects()
+        self._ticket = 0
+        self._sent: dict[int, tuple[Message, int]] = {}  # ticket -> (response message, version)
+
+    # ------------------------------------------------------------ plumbing
+
+    @classmethod
+    def with_config(cls, **settings: Any) -> Harness:
+        return cls(CoordinatorConfig(**settings))
+
+    def ticket(self) -> int:
+        self._ticket += 1
+        return self._ticket
+
+    def apply(self, fx: Effects) -> Effects:
+        for records in fx.records.values():
+            self.records.extend(records)
+        for ticket, body in fx.replies:
+            assert ticket not in self.replies, f"ticket {ticket} answered twice: {self.replies[ticket]} / {body}"
+            sent = self._sent.get(ticket)
+            assert sent is not None, f"reply for a ticket never sent: {ticket}"
+            message, version = sent
+            # The reply must be encodable at the request's version, as the broker will encode it.
+            decode_body(message, version, encode_body(message, version, body))
+            self.replies[ticket] = body
+        self.last = fx
+        return fx
+
+    def _call(self, response: Message, version: int, run: Callable[[int], Effects]) -> int:
+        t = self.ticket()
+        self._sent[t] = (response, version)
+        self.apply(run(t))
+        return t
+
+    def reply(self, ticket: int) -> dict[str, Any] | None:
+        return self.replies.get(ticket)
+
+    def answered(self, ticket: int) -> bool:
+        return ticket in self.replies
+
+    def error(self, ticket: int) -> ErrorCode:
+        body = self.replies[ticket]
+        return ErrorCode(body["error_code"])
+
+    def parked(self) -> list[int]:
+        return [t for t in self._sent if t not in self.replies]
+
+    # ------------------------------------------------------------ clock
+
+    def advance(self, ms: int) -> Effects:
+        """Move the clock forward, firing each deadline at its own time (as a real timer would)."""
+        target = self.now + ms
+        fx = Effects()
+        while True:
+            deadline = self.coord.next_deadline()
+            if deadline is None or deadline > target:
+                break
+            self.now = max(self.now, deadline)
+            fx.merge(self.apply(self.coord.on_time(self.now)))
+        self.now = target
+        fx.merge(self.apply(self.coord.on_time(self.now)))
+        self.last = fx
+        return fx
+
+    def advance_to(self, when: int) -> Effects:
+        assert when >= self.now
+        return self.advance(when - self.now)
+
+    def run_timers(self, limit: int = 10_000) -> None:
+        """Fire every deadline until none is left (or ``limit`` steps)."""
+        for _ in range(limit):
+            deadline = self.coord.next_deadline()
+            if deadline is None:
+                return
+            self.advance_to(max(deadline, self.now))
+
+    # ------------------------------------------------------------ requests
+
+    def join(self, group: str, member_id: str = "", *, version: int = 5, instance: str | None = None,
+             session: int = 10_000, rebalance: int = 30_000,
+             protocols: Iterable[tuple[str, bytes]] = RANGE, protocol_type: str = CONSUMER,
+             client_id: str = "client", client_host: str = "/127.0.0.1", reason: str | None = None) -> int:
+        fields: dict[str, Any] = {
+            "group_id": group, "session_timeout_ms": session, "rebalance_timeout_ms": rebalance,
+            "member_id": member_id, "group_instance_id": instance, "protocol_type": protocol_type,
+            "protocols": [{"name": n, "metadata": m} for n, m in protocols], "reason": reason,
+        }
+        body = body_of(JoinGroupRequest, version, fields)
+        return self._call(JoinGroupResponse, version, lambda t: self.coord.join_group(
+            t, self.now, version, body, client_id, client_host))
+
+    def sync(self, group: str, member_id: str, generation: int, *, version: int = 3,
+             instance: str | None = None, assignments: dict[str, bytes] | None = None,
+             protocol_type: str | None = CONSUMER, protocol_name: str | None = "range") -> int:
+        fields = {
+            "group_id": group, "generation_id": generation, "member_id": member_id,
+            "group_instance_id": instance, "protocol_type": protocol_type, "protocol_name": protocol_name,
+            "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
+        }
+        body = body_of(SyncGroupRequest, version, fields)
+        return self._call(SyncGroupResponse, version, lambda t: self.coord.sync_group(t, self.now, version, body))
+
+    def _immediate(self, response: Message, version: int, run: Callable[[int], Effects]) -> dict[str, Any]:
+        t = self._call(response, version, run)
+        assert t in self.replies, f"{response.name} was parked"
+        return self.replies[t]
+
+    def heartbeat(self, group: str, member_id: str, generation: int, *, version: int = 3,
+                  instance: str | None = None) -> ErrorCode:
+        body = body_of(HeartbeatRequest, version, {
+            "group_id": group, "generation_id": generation, "member_id": member_id,
+            "group_instance_id": instance})
+        reply = self._immediate(HeartbeatResponse, version,
+                                lambda t: self.coord.heartbeat(t, self.now, version, body))
+        return ErrorCode(reply["error_code"])
+
+    def leave(self, group: str, member_id: str = "", *, version: int = 3,
+              members: list[tuple[str, str | None]] | None = None) -> dict[str, Any]:
+        """v0-2: ``member_id``; v3+: ``members`` [(member_id, instance)] (default [(member_id, None)])."""
+        if version >= 3:
+            listed = members if members is not None else [(member_id, None)]
+            fields: dict[str, Any] = {"group_id": group, "members": [
+                {"member_id": m, "group_instance_id": i, "reason": None} for m, i in listed]}
+        else:
+            fields = {"group_id": group, "member_id": member_id}
+        body = body_of(LeaveGroupRequest, version, fields)
+        return self._immediate(LeaveGroupResponse, version,
+                               lambda t: self.coord.leave_group(t, self.now, version, body))
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], int | tuple[int, str | None]], *,
+               member_id: str = "", generation: int = -1, instance: str | None = None, version: int = 7,
+               retention: int = -1, commit_timestamp: int = -1, leader_epoch: int = -1,
+               partition_exists: Callable[[str, int], bool] | None = None) -> dict[tuple[str, int], ErrorCode]:
+        """Commit {(topic, partition): offset or (offset, metadata)}; returns errors by partition."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), spec in offsets.items():
+            offset, metadata = spec if isinstance(spec, tuple) else (spec, "")
+            topics.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": offset,
+                "committed_leader_epoch": leader_epoch, "commit_timestamp": commit_timestamp,
+                "committed_metadata": metadata})
+        fields = {
+            "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
+            "group_instance_id": instance, "retention_time_ms": retention,
+            "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+        }
+        body = body_of(OffsetCommitRequest, version, fields)
+        reply = self._immediate(OffsetCommitResponse, version, lambda t: self.coord.offset_commit(
+            t, self.now, version, body, partition_exists))
+        return {(tp["name"], p["partition_index"]): ErrorCode(p["error_code"])
+                for tp in reply["topics"] for p in tp["partitions"]}
+
+    def fetch(self, group: str, topics: dict[str, list[int]] | None, *, version: int = 7) -> dict[str, Any]:
+        if version >= 8:
+            fields: dict[str, Any] = {"groups": [{"group_id": group, "topics": None if topics is None else [
+                {"name": n, "partition_indexes": ps} for n, ps in topics.items()]}], "require_stable": False}
+        else:
+            fields = {"group_id": group, "require_stable": False, "topics": None if topics is None else [
+                {"name": n, "partition_indexes": ps} for n, ps in topics.items()]}
+        return self.fetch_raw(fields, version)
+
+    def fetch_raw(self, fields: dict[str, Any], version: int) -> dict[str, Any]:
+        body = body_of(OffsetFetchRequest, version, fields)
+        return self._immediate(OffsetFetchResponse, version,
+                               lambda t: self.coord.offset_fetch(t, self.now, version, body))
+
+    def describe(self, *groups: str, version: int = 5) -> list[dict[str, Any]]:
+        body = body_of(DescribeGroupsRequest, version, {
+            "groups": list(groups), "include_authorized_operations": False})
+        reply = self._immediate(DescribeGroupsResponse, version,
+                                lambda t: self.coord.describe_groups(t, self.now, version, body))
+        return list(reply["groups"])
+
+    def list_groups(self, states: list[str] | None = None, *, version: int = 4) -> list[dict[str, Any]]:
+        body = body_of(ListGroupsRequest, version, {"states_filter": states or []})
+        reply = self._immediate(ListGroupsResponse, version,
+                                lambda t: self.coord.list_groups(t, self.now, version, body))
+        assert reply["error_code"] == 0
+        return list(reply["groups"])
+
+    def delete_groups(self, *groups: str, version: int = 2) -> dict[str, ErrorCode]:
+        body = body_of(DeleteGroupsRequest, version, {"groups_names": list(groups)})
+        reply = self._immediate(DeleteGroupsResponse, version,
+                                lambda t: self.coord.delete_groups(t, self.now, version, body))
+        return {r["group_id"]: ErrorCode(r["error_code"]) for r in reply["results"]}
+
+    # ------------------------------------------------------------ scenarios
+
+    def new_member(self, group: str, *, version: int = 5, **kw: Any) -> tuple[str, int]:
+        """Join as a new member (doing the KIP-394 MEMBER_ID_REQUIRED round trip for dynamic v4+).
+
+        Returns (member id, ticket of the join now parked or answered)."""
+        t = self.join(group, version=version, **kw)
+        reply = self.reply(t)
+        if version >= 4 and kw.get("instance") is None:
+            assert reply is not None and reply["error_code"] == E.MEMBER_ID_REQUIRED, reply
+            member_id = reply["member_id"]
+            t = self.join(group, member_id, version=version, **kw)
+            return member_id, t
+        g = self.coord.groups[group]
+        if reply is not None and reply["error_code"] == 0:
+            return reply["member_id"], t
+        # Parked: the member is the one holding this ticket.
+        member_id = next(m.member_id for m in g.members.values() if m.join_ticket == t)
+        return member_id, t
+
+    def stable_group(self, group: str, count: int = 2, *, instances: list[str | None] | None = None,
+                     version: int = 5, session: int = 10_000, rebalance: int = 30_000,
+                     protocols: Iterable[tuple[str, bytes]] = RANGE,
+                     assign: Callable[[str], bytes] = lambda m: b"assign-" + m.encode()) -> list[str]:
+        """A Stable group of ``count`` members (first is leader); returns their member ids."""
+        instances = instances or [None] * count
+        members: list[str] = []
+        tickets: list[int] = []
+        for i, inst in enumerate(instances):
+            m, t = self.new_member(group, version=version, instance=inst, client_id=f"c{i}",
+                                   session=session, rebalance=rebalance, protocols=protocols)
+            members.append(m)
+            tickets.append(t)
+        self.run_join_phase(group)
+        generation = self.generation(group)
+        leader = self.group(group).leader
+        assert leader is not None
+        order = [leader] + [m for m in members if m != leader]
+        for m in order:
+            self.sync(group, m, generation, instance=self.group(group).members[m].group_instance_id,
+                      protocol_name=self.group(group).protocol,
+                      assignments={x: assign(x) for x in members} if m == leader else None)
+        assert self.state(group) is S.STABLE
+        return order
+
+    def run_join_phase(self, group: str) -> None:
+        """Advance the clock until the group leaves PreparingRebalance."""
+        for _ in range(100):
+            if self.state(group) is not S.PREPARING_REBALANCE:
+                return
+            deadline = self.coord.next_deadline()
+            assert deadline is not None
+            self.advance_to(max(deadline, self.now))
+        raise AssertionError("join phase never completed")
+
+    # ------------------------------------------------------------ inspection
+
+    def group(self, group: str) -> Group:
+        return self.coord.groups[group]
+
+    def state(self, group: str) -> GroupState | None:
+        g = self.coord.groups.get(group)
+        return None if g is None else g.state
+
+    def generation(self, group: str) -> int:
+        return self.coord.groups[group].generation
+
+    def decoded_records(self, since: int = 0) -> list[tuple[Any, Any]]:
+        """(key, value) decoded: OffsetKey -> OffsetValue, GroupKey -> Container, value None = tombstone."""
+        out: list[tuple[Any, Any]] = []
+        for key, value in self.records[since:]:
+            k = decode_key(key)
+            if value is None:
+                out.append((k, None))
+            elif isinstance(k, OffsetKey):
+                out.append((k, decode_offset_value(value)))
+            elif isinstance(k, GroupKey):
+                out.append((k, decode_group_value(value)))
+            else:
+                out.append((k, value))
+        return out
+
+    def group_records(self, group: str, since: int = 0) -> list[Any]:
+        return [v for k, v in self.decoded_records(since) if isinstance(k, GroupKey) and k.group == group]
+
+    def replayed(self, config: CoordinatorConfig | None = None, now: int | None = None) -> Harness:
+        """A fresh harness whose coordinator replayed every record written so far (a restart)."""
+        fresh = Harness(config or self.config, now=self.now if now is None else now)
+        fresh.ids.n = self.ids.n + 1000
+        for key, value in self.records:
+            fresh.coord.replay(key, value)
+        fresh.records = list(self.records)
+        fresh.apply(fresh.coord.finish_load(fresh.now))
+        return fresh
