@@ -19,11 +19,23 @@ from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-FAST = {"group.initial.rebalance.delay.ms": 0}
+# Kafka's default initial delay is 3 s. Some clients (kafka-python) run the assignor before
+# their metadata for a just-subscribed topic has arrived if the first join completes at
+# once; a short delay, as in real deployments, lets the first generation see the topic.
+FAST = {"group.initial.rebalance.delay.ms": 1000}
 
 
 def _balanced(consumers: list[ConsumerThread], each: int, partitions: int) -> bool:
     return sizes(consumers) == [each] * len(consumers) and disjoint_cover(consumers, partitions)
+
+
+def _wait_balanced(broker: BrokerProcess, consumers: list[ConsumerThread], each: int, partitions: int,
+                   timeout: float = 60) -> None:
+    try:
+        wait_until(lambda: _balanced(consumers, each, partitions), timeout, f"{each} partitions each")
+    except AssertionError as exc:
+        seen = [(c.kind, sorted(c.assignment), len(c.assignments_seen)) for c in consumers]
+        raise AssertionError(f"{exc}; consumers: {seen}\nbroker log:\n{broker.log()}") from None
 
 
 @pytest.mark.parametrize("kind", [KafkaPythonConsumer, ConfluentConsumer], ids=["kafka-python", "confluent"])
@@ -34,9 +46,9 @@ def test_group_of_three_shares_six_partitions_then_two_share_them(
     create_topic(broker.bootstrap, "six", 6)
     consumers = [kind(broker.bootstrap, "trio-group", "six").start() for _ in range(3)]
     try:
-        wait_until(lambda: _balanced(consumers, 2, 6), 60, "2 partitions each")
+        _wait_balanced(broker, consumers, 2, 6)
         consumers[0].stop()
-        wait_until(lambda: _balanced(consumers[1:], 3, 6), 60, "3 partitions each after one left")
+        _wait_balanced(broker, consumers[1:], 3, 6)
     finally:
         for c in consumers[1:]:
             c.stop()
@@ -56,7 +68,7 @@ def test_mixed_client_group_balances_with_roundrobin(broker_factory: object) -> 
                          partition_assignment_strategy=_aiokafka_roundrobin()).start(),
     ]
     try:
-        wait_until(lambda: _balanced(consumers, 2, 6), 90, "the mixed group to balance")
+        _wait_balanced(broker, consumers, 2, 6, timeout=90)
         with WireClient(broker.host, broker.port) as client:
             described = client.request(15, 5, {"groups": ["mixed-group"]}).groups[0]
         assert (described.group_state, described.protocol_type, described.protocol_data) == (
@@ -94,7 +106,7 @@ def test_static_member_restart_within_session_timeout_causes_no_rebalance(broker
     create_topic(broker.bootstrap, "static", 4)
     a, b = _static(broker, "instance-a").start(), _static(broker, "instance-b").start()
     try:
-        wait_until(lambda: _balanced([a, b], 2, 4), 60, "static group to balance")
+        _wait_balanced(broker, [a, b], 2, 4)
         seen_by_b = list(b.assignments_seen)
         a_assignment = set(a.assignment)
         a.stop(leave=False)  # static members do not leave on close
@@ -112,7 +124,7 @@ def test_broker_restart_keeps_static_group_generation_and_assignment(broker_fact
     create_topic(broker.bootstrap, "static", 4)
     a, b = _static(broker, "instance-a").start(), _static(broker, "instance-b").start()
     try:
-        wait_until(lambda: _balanced([a, b], 2, 4), 60, "static group to balance")
+        _wait_balanced(broker, [a, b], 2, 4)
         with WireClient(broker.host, broker.port) as client:
             before = client.request(15, 5, {"groups": ["static-group"]}).groups[0]
         seen = (list(a.assignments_seen), list(b.assignments_seen))
@@ -139,3 +151,48 @@ def test_broker_restart_keeps_static_group_generation_and_assignment(broker_fact
     finally:
         a.stop(leave=False)
         b.stop(leave=False)
+
+
+def _join(client: WireClient, member_id: str, rebalance_timeout_ms: int = 1000) -> object:
+    return client.request(11, 5, {
+        "group_id": "parked", "session_timeout_ms": 6000, "rebalance_timeout_ms": rebalance_timeout_ms,
+        "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"\x00\x00"}]})
+
+
+def _join_until_member(client: WireClient) -> object:
+    reply = _join(client, "")
+    assert reply.error_code == 79  # MEMBER_ID_REQUIRED
+    return _join(client, reply.member_id)
+
+
+def test_member_whose_connection_closes_while_parked_does_not_leak(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory(FAST)  # type: ignore[operator]
+    first = WireClient(broker.host, broker.port)
+    try:
+        joined = _join_until_member(first)
+        synced = first.request(14, 3, {"group_id": "parked", "generation_id": joined.generation_id,
+                                       "member_id": joined.member_id, "group_instance_id": None,
+                                       "assignments": [{"member_id": joined.member_id, "assignment": b""}]})
+        assert synced.error_code == 0
+        # A second member joins (and parks, waiting for the first to rejoin), then vanishes.
+        second = WireClient(broker.host, broker.port)
+        second_id = _join(second, "").member_id
+        second.send(11, 5, {"group_id": "parked", "session_timeout_ms": 6000, "rebalance_timeout_ms": 1000,
+                            "member_id": second_id, "group_instance_id": None, "protocol_type": "consumer",
+                            "protocols": [{"name": "range", "metadata": b"\x00\x00"}]})
+        broker.wait_for_log(f"adding new member {second_id}")
+        second.close()
+        # The first member rejoins; the join completes with both, but the second never syncs.
+        rejoined = _join(first, joined.member_id)
+        assert rejoined.error_code == 0 and len(rejoined.members) == 2
+        first.request(14, 3, {"group_id": "parked", "generation_id": rejoined.generation_id,
+                              "member_id": joined.member_id, "group_instance_id": None, "assignments": []})
+        broker.wait_for_log(rf"removing members \['{second_id}'\] of group parked: no SyncGroup", timeout=15)
+        final = _join(first, joined.member_id)
+        assert final.error_code == 0
+        assert [m.member_id for m in final.members] == [joined.member_id]
+        described = first.request(15, 5, {"groups": ["parked"]}).groups[0]
+        assert [m.member_id for m in described.members] == [joined.member_id]
+    finally:
+        first.close()
