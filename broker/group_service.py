@@ -36,7 +36,9 @@ class GroupService:
         coordinator_log: CoordinatorLog,
         durable: bool = True,
         clock: Callable[[], int] = wall_clock_ms,
+        expiry_interval_ms: int = 600_000,
     ) -> None:
+        self.expiry_interval_ms = expiry_interval_ms
         self.coordinator = coordinator
         self.log = coordinator_log
         self.durable = durable
@@ -60,7 +62,8 @@ class GroupService:
         for key, value, _timestamp in coordinator_log.replay():
             coordinator.replay(key, value)
             count += 1
-        service = cls(coordinator, coordinator_log, durable=config["log.flush.policy"] == "durable")
+        service = cls(coordinator, coordinator_log, durable=config["log.flush.policy"] == "durable",
+                      expiry_interval_ms=config["offsets.retention.check.interval.ms"])
         service.apply(coordinator.finish_load(service.clock()))
         log.info("loaded %d coordinator records: %d groups in %.2fs", count, len(coordinator.groups),
                  time.monotonic() - started)
@@ -103,7 +106,14 @@ class GroupService:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._flusher)
             nursery.start_soon(self._timer_loop)
+            nursery.start_soon(self._expiry_loop)
             task_status.started()
+
+    async def _expiry_loop(self) -> None:
+        """Kafka's offsets.retention.check.interval.ms cleanup task."""
+        while True:
+            await trio.sleep(self.expiry_interval_ms / 1000)
+            self.apply(self.coordinator.expire_offsets(self.clock()))
 
     async def _flusher(self) -> None:
         while True:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.coordinator.group import Group, Member, Protocols
-from broker.coordinator.offsets import OffsetStore
+from broker.coordinator.offsets import MAX_PARTITION, OffsetStore
 from broker.coordinator.state import CAN_REBALANCE, GroupState, parse_state
 from protocol.consumer_offsets import (
     GroupKey,
@@ -911,6 +911,8 @@ class GroupCoordinator:
 
     def _commit_one(self, group_id: str, topic: str, p: Any, version: int, retention: int, now: int,
                     fx: Effects) -> ErrorCode:
+        if not 0 <= p.partition_index < MAX_PARTITION:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
         metadata: str = p.get("committed_metadata") or ""
         if _utf16_length(metadata) > self.config.offset_metadata_max_bytes:
             return E.OFFSET_METADATA_TOO_LARGE
@@ -971,6 +973,99 @@ class GroupCoordinator:
         return {"partition_index": partition, "committed_offset": value.offset,
                 "committed_leader_epoch": value.leader_epoch if leader_epoch_field else -1,
                 "metadata": value.metadata, "error_code": 0}
+
+    # ------------------------------------------------------------------ OffsetDelete (§9, KIP-496)
+
+    def offset_delete(self, ticket: int, now: int, version: int, body: Any,
+                      partition_exists: Callable[[str, int], bool] | None = None) -> Effects:
+        fx = Effects()
+        group_id: str = body.group_id
+
+        def reply(error: ErrorCode, topics: list[dict[str, Any]]) -> Effects:
+            fx.reply(ticket, {"error_code": int(error), "throttle_time_ms": 0, "topics": topics})
+            return fx
+
+        if not group_id:
+            return reply(E.INVALID_GROUP_ID, [])
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return reply(E.GROUP_ID_NOT_FOUND, [])
+        subscribed: set[str] | None = set()
+        if group.state is not S.EMPTY:
+            if group.protocol_type != "consumer":
+                return reply(E.NON_EMPTY_GROUP, [])
+            # Members' subscriptions (v0 prefix); unreadable ones count as "everything".
+            subscribed = group.subscribed_topics()
+        topics_out = []
+        for topic in body.topics:
+            partitions_out = []
+            for p in topic.partitions:
+                index = p.partition_index
+                if partition_exists is not None and not partition_exists(topic.name, index):
+                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif subscribed is None or topic.name in subscribed:
+                    code = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    if self.offsets.delete(group_id, topic.name, index):
+                        fx.write(group_id, encode_key(OffsetKey(group_id, topic.name, index)), None)
+                    code = E.NONE
+                partitions_out.append({"partition_index": index, "error_code": int(code)})
+            topics_out.append({"name": topic.name, "partitions": partitions_out})
+        return reply(E.NONE, topics_out)
+
+    # ------------------------------------------------------------------ expiry (§14, KIP-211)
+
+    def expire_offsets(self, now: int) -> Effects:
+        """Tombstone expired offsets; Empty groups left with none become Dead and go.
+
+        Which offsets are considered, and from what base time, depends on the group (KIP-211):
+        an Empty group with a protocol type counts from when it became Empty; a Stable
+        "consumer" group only expires topics no member subscribes to, from their commit
+        time; a simple group (no protocol type) expires each offset from its commit time.
+        An explicit expire timestamp (OffsetCommit v2-v4 retention) always wins.
+        """
+        fx = Effects()
+        retention = self.config.offsets_retention_ms
+        for group in list(self.groups.values()):
+            condition = self._expiry_condition(group)
+            if condition is not None:
+                base_of, considered = condition
+                for (topic, partition), value in list(self.offsets.items_of(group.group_id)):
+                    if not considered(topic):
+                        continue
+                    if value.expire_timestamp >= 0:
+                        expired = now >= value.expire_timestamp
+                    else:
+                        expired = now - base_of(value) >= retention
+                    if expired:
+                        self.offsets.delete(group.group_id, topic, partition)
+                        fx.write(group.group_id, encode_key(OffsetKey(group.group_id, topic, partition)), None)
+            if group.state is S.EMPTY and not group.members and not group.pending_members \
+                    and not self.offsets.has_group(group.group_id):
+                group.transition(S.DEAD, now)
+                del self.groups[group.group_id]
+                if group.generation > 0:
+                    fx.write(group.group_id, encode_key(GroupKey(group.group_id)), None)
+                log.info("group %s has no offsets left and is removed", group.group_id)
+        expired_count = sum(len(r) for r in fx.records.values())
+        if expired_count:
+            log.info("offset expiry wrote %d tombstones", expired_count)
+        return fx
+
+    @staticmethod
+    def _expiry_condition(
+        group: Group,
+    ) -> tuple[Callable[[OffsetValue], int], Callable[[str], bool]] | None:
+        if group.protocol_type:
+            if group.state is S.EMPTY:
+                stamp = group.state_timestamp
+                return (lambda v: stamp if stamp >= 0 else v.commit_timestamp), (lambda _t: True)
+            if group.protocol_type == "consumer" and group.state is S.STABLE:
+                subscribed = group.subscribed_topics()
+                if subscribed is not None:
+                    return (lambda v: v.commit_timestamp), (lambda t: t not in subscribed)
+            return None
+        return (lambda v: v.commit_timestamp), (lambda _t: True)
 
     # ------------------------------------------------------------------ load (§14)
 

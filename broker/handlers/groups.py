@@ -26,6 +26,9 @@ def register(router: Any, service: GroupService,
     def commit(request: Request, peer: str) -> Slot:
         return service.submit(c.offset_commit, request, partition_exists)
 
+    def delete_offsets(request: Request, peer: str) -> Slot:
+        return service.submit(c.offset_delete, request, partition_exists)
+
     def plain(method: Callable[..., Any]) -> Callable[[Request, str], Slot]:
         return lambda request, peer: service.submit(method, request)
 
@@ -38,3 +41,4 @@ def register(router: Any, service: GroupService,
     router.register(15, plain(c.describe_groups))
     router.register(16, plain(c.list_groups))
     router.register(42, plain(c.delete_groups))
+    router.register(47, delete_offsets)
