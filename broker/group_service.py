@@ -81,6 +81,16 @@ class GroupService:
         self.apply(method(ticket, self.clock(), header.api_version, request.body, *extra))
         return slot
 
+    def respond_after(self, request: Request, body: dict[str, Any], fx: Effects) -> Slot:
+        """Answer ``request`` with ``body`` once ``fx``'s records (and all before) are durable."""
+        header = request.header
+        slot = Slot(header.api_key, header.api_version, header.correlation_id)
+        self._next_ticket += 1
+        self._tickets[self._next_ticket] = slot
+        fx.reply(self._next_ticket, body)
+        self.apply(fx)
+        return slot
+
     def apply(self, fx: Effects) -> None:
         """Append the effects' records, then queue or release their replies."""
         if fx.records:

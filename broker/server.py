@@ -22,6 +22,7 @@ import trio
 from broker import data_service
 from broker.config import Config
 from broker.context import BrokerContext
+from broker.coordinator import Effects
 from broker.data_service import DataService
 from broker.group_service import GroupService
 from broker.handlers import groups
@@ -29,7 +30,7 @@ from broker.handlers import topics as topic_handlers
 from broker.router import Close, Outcome, Router
 from broker.slots import Slot
 from broker.topics import TopicCatalog
-from protocol.codec import ProtocolError
+from protocol.codec import ProtocolError, Request
 from protocol.frames import FrameDecoder
 
 log = logging.getLogger("kcoord.server")
@@ -204,6 +205,18 @@ class Server:
         ctx = self.router.ctx
         self.router.register(3, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
         self.router.register(19, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
+        self.router.register(37, lambda r, _: topic_handlers.handle_create_partitions(ctx, catalog, r))
+        group_service = self.groups
+
+        def delete_topics(request: Request, _peer: str) -> Slot:
+            fx = Effects()
+            body = topic_handlers.handle_delete_topics(
+                ctx, catalog, request,
+                lambda name: fx.merge(group_service.coordinator.delete_topic_offsets(name, group_service.clock())),
+            )
+            return group_service.respond_after(request, body, fx)
+
+        self.router.register(20, delete_topics)
         require_known = self.config["offsets.commit.require.known.topic"]
         groups.register(self.router, self.groups, catalog.partition_exists if require_known else None)
         durable = self.config["log.flush.policy"] == "durable"

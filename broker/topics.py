@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +179,41 @@ class TopicCatalog:
         self._persist()
         log.info("created topic %s with %d partitions", name, num_partitions)
         return ErrorCode.NONE, None, topic
+
+    def delete(self, name: str) -> Topic | None:
+        """Remove a topic and its data; the catalogue is rewritten before files go."""
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return None
+        self._by_id.pop(topic.topic_id, None)
+        self._persist()
+        for index, partition in enumerate(topic.partitions):
+            partition.close()
+            shutil.rmtree(self.data_dir / f"{name}-{index}", ignore_errors=True)
+        fsync_directory(self.data_dir)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+        """Grow a topic to ``count`` partitions (Kafka never shrinks one)."""
+        topic = self.topics.get(name)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        current = len(topic.partitions)
+        if count < current:
+            return (ErrorCode.INVALID_PARTITIONS,
+                    f"topic currently has {current} partitions, which is higher than the requested {count}")
+        if count == current:
+            return ErrorCode.INVALID_PARTITIONS, f"topic already has {current} partitions"
+        if validate_only:
+            return ErrorCode.NONE, None
+        for index in range(current, count):
+            topic.partitions.append(
+                PartitionLog.open(self.data_dir / f"{name}-{index}", self._segment_bytes(topic.configs))
+            )
+        self._persist()
+        log.info("topic %s grew from %d to %d partitions", name, current, count)
+        return ErrorCode.NONE, None
 
     def flush(self) -> None:
         for topic in self.topics.values():

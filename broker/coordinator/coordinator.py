@@ -974,6 +974,16 @@ class GroupCoordinator:
                 "committed_leader_epoch": value.leader_epoch if leader_epoch_field else -1,
                 "metadata": value.metadata, "error_code": 0}
 
+    def delete_topic_offsets(self, topic: str, now: int) -> Effects:
+        """A topic was deleted: tombstone every group's committed offsets for it."""
+        fx = Effects()
+        for group_id in self.offsets.group_ids():
+            for t, partition in self.offsets.partitions_of(group_id):
+                if t == topic:
+                    self.offsets.delete(group_id, t, partition)
+                    fx.write(group_id, encode_key(OffsetKey(group_id, t, partition)), None)
+        return fx
+
     # ------------------------------------------------------------------ OffsetDelete (§9, KIP-496)
 
     def offset_delete(self, ticket: int, now: int, version: int, body: Any,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from broker.context import BrokerContext
@@ -140,3 +141,46 @@ def handle_create_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Req
             )
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
+
+
+def handle_delete_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
+                         on_deleted: Callable[[str], None]) -> dict[str, Any]:
+    version = request.header.api_version
+    body = request.body
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        topic = catalog.get(name) if name is not None else catalog.by_id(topic_id) if topic_id else None
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id or uuid.UUID(int=0), "error_message": None}
+        if topic is None:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            entry.update(error_code=int(error))
+        elif topic_id is not None and topic_id != uuid.UUID(int=0) and topic.topic_id != topic_id:
+            entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID))
+        else:
+            catalog.delete(topic.name)
+            on_deleted(topic.name)
+            entry.update(name=topic.name, topic_id=topic.topic_id, error_code=0)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def handle_create_partitions(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+    body = request.body
+    names = [t.name for t in body.topics]
+    results = []
+    for wanted in body.topics:
+        message: str | None
+        if names.count(wanted.name) > 1:
+            error, message = ErrorCode.INVALID_REQUEST, f"topic {wanted.name!r} appears more than once"
+        elif wanted.assignments is not None and any(
+            list(a.broker_ids) != [ctx.node_id] for a in wanted.assignments
+        ):
+            error, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"replicas must be exactly [{ctx.node_id}]"
+        else:
+            error, message = catalog.add_partitions(wanted.name, wanted.count, bool(body.validate_only))
+        results.append({"name": wanted.name, "error_code": int(error), "error_message": message})
+    return {"throttle_time_ms": 0, "results": results}
