@@ -69,17 +69,30 @@ class Broker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
+    """Wait until the broker answers a request (a TCP connect alone can succeed before
+    kcoord has finished loading its log)."""
+    from protocol.codec import decode_response, encode_request
+
     deadline = time.monotonic() + timeout
+    request = encode_request(18, 0, 1, {}, "kcoord-bench")
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"broker exited with {proc.returncode} before listening")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+                sock.sendall(request)
+                data = b""
+                while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise OSError("closed")
+                    data += chunk
+                decode_response(18, 0, data[4:])
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"broker did not listen on {port} within {timeout}s")
+    raise RuntimeError(f"broker did not answer on {port} within {timeout}s")
 
 
 def _drain(proc: subprocess.Popen[bytes], lines: list[str]) -> None:
