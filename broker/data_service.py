@@ -188,12 +188,15 @@ class DataService:
 
     async def _long_poll(self, body: Any, slot: Slot, deadline: float) -> None:
         while True:
-            with trio.move_on_at(deadline):
-                await self._arrived.wait()
+            # Take the event before looking at the data: a produce that lands in between
+            # sets this very event, so no wake-up is lost.
+            arrived = self._arrived
             reply, size = self._fetch_once(body)
             if size >= body.min_bytes or trio.current_time() >= deadline:
                 slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id, reply))
                 return
+            with trio.move_on_at(deadline):
+                await arrived.wait()
 
     def _fetch_once(self, body: Any) -> tuple[dict[str, Any], int]:
         budget = body.get("max_bytes", 0x7FFFFFFF)

@@ -1,0 +1,227 @@
+"""A consumer app end to end with each real client: produce, consume in a group, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.records import build_records, encode_batch
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic, wait_until
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.integration
+
+FAST = {"group.initial.rebalance.delay.ms": 1000}
+
+
+def _produce_keyed(bootstrap: str, topic: str, start: int, count: int, **config: Any) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    failures: list[Any] = []
+    for i in range(start, start + count):
+        producer.produce(topic, key=f"key-{i % 17}".encode(), value=f"value-{i}".encode(),
+                         on_delivery=lambda err, msg: failures.append(err) if err else None)
+    assert producer.flush(30) == 0
+    assert failures == []
+
+
+# Each consumer reads until it has `want` messages or times out; returns (partition, offset, value).
+Consume = Callable[[str, str, str, int], list[tuple[int, int, bytes]]]
+
+
+def _kafka_python(bootstrap: str, group: str, topic: str, want: int) -> list[tuple[int, int, bytes]]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    got: list[tuple[int, int, bytes]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < want and time.monotonic() < deadline:
+            for _, records in consumer.poll(timeout_ms=200).items():
+                got.extend((r.partition, r.offset, r.value) for r in records)
+        consumer.commit()
+    finally:
+        consumer.close()
+    return got
+
+
+def _confluent(bootstrap: str, group: str, topic: str, want: int) -> list[tuple[int, int, bytes]]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[tuple[int, int, bytes]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < want and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append((message.partition(), message.offset(), message.value()))
+        if got:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got
+
+
+def _aiokafka(bootstrap: str, group: str, topic: str, want: int) -> list[tuple[int, int, bytes]]:
+    from aiokafka import AIOKafkaConsumer
+
+    async def main() -> list[tuple[int, int, bytes]]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        got: list[tuple[int, int, bytes]] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(got) < want and time.monotonic() < deadline:
+                for _, records in (await consumer.getmany(timeout_ms=200)).items():
+                    got.extend((r.partition, r.offset, r.value) for r in records)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    return asyncio.run(main())
+
+
+CLIENTS: dict[str, Consume] = {"kafka-python": _kafka_python, "confluent": _confluent, "aiokafka": _aiokafka}
+
+
+def _in_partition_order(got: list[tuple[int, int, bytes]]) -> bool:
+    by_partition: dict[int, list[int]] = {}
+    for partition, offset, _ in got:
+        by_partition.setdefault(partition, []).append(offset)
+    return all(offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+               for offsets in by_partition.values())
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_consumer_app_end_to_end(broker_factory: object, client: str) -> None:
+    broker: BrokerProcess = broker_factory(FAST)  # type: ignore[operator]
+    consume = CLIENTS[client]
+    create_topic(broker.bootstrap, "orders", 3)
+    _produce_keyed(broker.bootstrap, "orders", 0, 300)
+
+    first = consume(broker.bootstrap, "app", "orders", 300)
+    assert sorted(v for _, _, v in first) == sorted(f"value-{i}".encode() for i in range(300))
+    assert _in_partition_order(first)
+
+    # A new consumer in the group resumes where the first committed: nothing is re-delivered.
+    _produce_keyed(broker.bootstrap, "orders", 300, 30)
+    second = consume(broker.bootstrap, "app", "orders", 30)
+    assert sorted(v for _, _, v in second) == sorted(f"value-{i}".encode() for i in range(300, 330))
+
+    broker.restart()
+    _produce_keyed(broker.bootstrap, "orders", 330, 30)
+    third = consume(broker.bootstrap, "app", "orders", 30)
+    assert sorted(v for _, _, v in third) == sorted(f"value-{i}".encode() for i in range(330, 360))
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_reach_every_client_intact(broker: BrokerProcess, codec: str) -> None:
+    topic = f"compressed-{codec}"
+    create_topic(broker.bootstrap, topic, 1)
+    _produce_keyed(broker.bootstrap, topic, 0, 50, **{"compression.codec": codec, "linger.ms": 50})
+    expected = sorted(f"value-{i}".encode() for i in range(50))
+    for name in ("kafka-python", "aiokafka"):
+        got = CLIENTS[name](broker.bootstrap, f"reader-{name}-{codec}", topic, 50)
+        assert sorted(v for _, _, v in got) == expected, name
+        assert _in_partition_order(got)
+
+
+def test_idempotent_producer_survives_broker_restart_without_duplicates_or_gaps(broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    create_topic(broker.bootstrap, "exactly", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
+                         "linger.ms": 2, "message.timeout.ms": 60000, "retry.backoff.ms": 100})
+    delivered: list[int] = []
+    errors: list[Any] = []
+
+    def report(err: Any, msg: Any) -> None:
+        (errors if err else delivered).append(err or int(msg.value()))
+
+    for i in range(200):
+        producer.produce("exactly", value=str(i).encode(), on_delivery=report)
+        producer.poll(0)
+        if i == 100:
+            producer.flush(30)
+            broker.restart()  # mid-stream: the producer reconnects and carries on
+    assert producer.flush(60) == 0
+    assert errors == []
+    got = _kafka_python(broker.bootstrap, "checker", "exactly", 200)
+    assert [int(v) for _, _, v in sorted(got)] == list(range(200))
+    assert [o for _, o, _ in sorted(got)] == list(range(200))
+
+
+def _produce_raw(client: WireClient, topic: str, records: bytes, acks: int = -1) -> Any:
+    return client.request(0, 8, {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}).responses[0].partition_responses[0]
+
+
+def test_bad_produce_and_fetch_input_gets_the_right_errors(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory({"auto.create.topics.enable": "false"})  # type: ignore[operator]
+    create_topic(broker.bootstrap, "strict", 1)
+    batch = encode_batch(build_records([(b"k", b"v")]), base_timestamp=int(time.time() * 1000))
+    corrupt = bytearray(batch)
+    corrupt[-1] ^= 0xFF
+    old_magic = bytearray(batch)
+    old_magic[16] = 1
+    with WireClient(broker.host, broker.port) as client:
+        assert _produce_raw(client, "strict", bytes(corrupt)).error_code == ErrorCode.CORRUPT_MESSAGE
+        assert _produce_raw(client, "strict", bytes(old_magic)).error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+        assert _produce_raw(client, "absent", batch).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        ok = _produce_raw(client, "strict", batch)
+        assert (ok.error_code, ok.base_offset) == (0, 0)  # nothing bad was stored before it
+        fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                 "topics": [{"topic": "strict", "partitions": [
+                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 5, "log_start_offset": -1,
+                      "partition_max_bytes": 1 << 20}]}]}
+        beyond = client.request(1, 11, fetch).responses[0].partitions[0]
+        assert (beyond.error_code, beyond.high_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, 1)
+        fetch["topics"][0]["partitions"][0]["fetch_offset"] = 0
+        good = client.request(1, 11, fetch).responses[0].partitions[0]
+        assert good.error_code == 0 and good.records == batch[:8] + good.records[8:] and len(good.records) == len(batch)
+        listed = client.request(2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "strict", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        assert listed.topics[0].partitions[0].offset == 1
+
+
+def test_fetch_long_poll_wakes_on_new_data(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "waiting", 1)
+    batch = encode_batch(build_records([(None, b"hello")]), base_timestamp=int(time.time() * 1000))
+    with WireClient(broker.host, broker.port, timeout=30) as reader, WireClient(broker.host, broker.port) as writer:
+        cid = reader.send(1, 11, {"replica_id": -1, "max_wait_ms": 20000, "min_bytes": 1, "max_bytes": 1 << 20,
+                                  "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                                  "forgotten_topics_data": [], "rack_id": "", "topics": [
+                                      {"topic": "waiting", "partitions": [
+                                          {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                           "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+        started = time.monotonic()
+        assert _produce_raw(writer, "waiting", batch, acks=1).error_code == 0
+        answer = reader.receive(1, 11, cid).responses[0].partitions[0]
+        assert time.monotonic() - started < 10  # woken by the produce, not by max_wait_ms
+        assert answer.high_watermark == 1 and len(answer.records) == len(batch)
+
+
+def test_acks_zero_gets_no_response_but_is_stored(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "fire", 1)
+    batch = encode_batch(build_records([(None, b"x")]), base_timestamp=int(time.time() * 1000))
+    with WireClient(broker.host, broker.port) as client:
+        client.send(0, 8, {"transactional_id": None, "acks": 0, "timeout_ms": 5000, "topic_data": [
+            {"name": "fire", "partition_data": [{"index": 0, "records": batch}]}]})
+        # The next reply on this connection is the ListOffsets one: acks=0 produced none.
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "fire", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+        wait_until(lambda: client.request(2, 5, body).topics[0].partitions[0].offset == 1, 10, "the write")
