@@ -8,19 +8,22 @@ v3 (v1 when an expire timestamp exists) and GroupMetadataValue v3, as Kafka does
 
 from __future__ import annotations
 
+import io
 import struct
 from dataclasses import dataclass
 from typing import Any
 
-from construct import Container
+from construct import ConstructError, Container
 
-from protocol.codec import ProtocolError, decode_body, encode_body
+from protocol.codec import ProtocolError, decode_body_reference
+from protocol.compiler import CompiledStruct, compile_struct
 from protocol.messages.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from protocol.schema import Message
 
 _VERSION = struct.Struct(">h")
 
@@ -60,26 +63,82 @@ class OffsetValue:
     expire_timestamp: int  # -1: none
 
 
+# Generated codecs (``protocol.compiler``), built on first use. Keys and offset values
+# decode straight into their dataclasses (a projection), skipping the Container.
+_KEY_DECODERS: dict[int, CompiledStruct] = {}
+_OFFSET_VALUE_DECODERS: dict[int, CompiledStruct] = {}
+_OFFSET_VALUE_FIELDS = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
+
+
+def _key_decoder(version: int) -> CompiledStruct | None:
+    codec = _KEY_DECODERS.get(version)
+    if codec is None:
+        if version in (0, 1):
+            codec = compile_struct(
+                OffsetCommitKey.fields,
+                version,
+                OffsetCommitKey.is_flexible(version),
+                label=f"OffsetCommitKey v{version}",
+                project=("group", "topic", "partition"),
+                factory=OffsetKey,
+            )
+        elif version == GROUP_KEY_VERSION:
+            codec = compile_struct(
+                GroupMetadataKey.fields,
+                version,
+                GroupMetadataKey.is_flexible(version),
+                label=f"GroupMetadataKey v{version}",
+                project=("group",),
+                factory=GroupKey,
+            )
+        else:
+            return None
+        _KEY_DECODERS[version] = codec
+    return codec
+
+
+def _offset_value_decoder(version: int) -> CompiledStruct:
+    codec = _OFFSET_VALUE_DECODERS.get(version)
+    if codec is None:
+        codec = compile_struct(
+            OffsetCommitValue.fields,
+            version,
+            OffsetCommitValue.is_flexible(version),
+            label=f"OffsetCommitValue v{version}",
+            project=_OFFSET_VALUE_FIELDS,
+            missing={"leader_epoch": -1, "expire_timestamp": -1},
+            factory=OffsetValue,
+        )
+        _OFFSET_VALUE_DECODERS[version] = codec
+    return codec
+
+
+def _encode(message: Message, version: int, body: dict[str, Any]) -> bytes:
+    out = bytearray(_VERSION.pack(version))
+    message.compiled(version).encode(body, out)
+    return bytes(out)
+
+
 def encode_key(key: OffsetKey | GroupKey) -> bytes:
     if isinstance(key, OffsetKey):
-        body = encode_body(
+        return _encode(
             OffsetCommitKey,
             OFFSET_KEY_VERSION,
             {"group": key.group, "topic": key.topic, "partition": key.partition},
         )
-        return _VERSION.pack(OFFSET_KEY_VERSION) + body
-    return _VERSION.pack(GROUP_KEY_VERSION) + encode_body(GroupMetadataKey, GROUP_KEY_VERSION, {"group": key.group})
+    return _encode(GroupMetadataKey, GROUP_KEY_VERSION, {"group": key.group})
 
 
 def decode_key(data: bytes) -> RecordKey:
     if len(data) < 2:
         raise ProtocolError("record key shorter than its version")
     (version,) = _VERSION.unpack_from(data)
-    if version in (0, 1):
-        body = decode_body(OffsetCommitKey, version, data[2:])
-        return OffsetKey(body.group, body.topic, body.partition)
-    if version == GROUP_KEY_VERSION:
-        return GroupKey(decode_body(GroupMetadataKey, version, data[2:]).group)
+    codec = _KEY_DECODERS.get(version) or _key_decoder(version)
+    if codec is not None:
+        key, pos = codec.decode(data, 2)
+        if pos != len(data):
+            raise ProtocolError(f"trailing bytes after record key v{version}")
+        return key  # type: ignore[no-any-return]
     if version < 0:
         raise ProtocolError(f"negative record key version {version}")
     return UnknownKey(version)
@@ -87,7 +146,7 @@ def decode_key(data: bytes) -> RecordKey:
 
 def encode_offset_value(value: OffsetValue) -> bytes:
     version = 1 if value.expire_timestamp >= 0 else 3
-    body = encode_body(
+    return _encode(
         OffsetCommitValue,
         version,
         {
@@ -98,7 +157,6 @@ def encode_offset_value(value: OffsetValue) -> bytes:
             "expire_timestamp": value.expire_timestamp,
         },
     )
-    return _VERSION.pack(version) + body
 
 
 def _value_version(data: bytes, highest: int) -> int:
@@ -110,19 +168,63 @@ def _value_version(data: bytes, highest: int) -> int:
     return int(version)
 
 
-def _decode_lenient(message: Any, version: int, data: bytes) -> Container:
-    """Decode a value body; newer writers may append tagged data we do not know."""
-    import io
+def decode_offset_value(data: bytes) -> OffsetValue:
+    """Any OffsetCommitValue version; bytes after the known fields (newer writers) are ignored."""
+    version = _value_version(data, OffsetCommitValue.max_version)
+    codec = _OFFSET_VALUE_DECODERS.get(version) or _offset_value_decoder(version)
+    value, _ = codec.decode(data, 2)
+    return value  # type: ignore[no-any-return]
 
-    from construct import ConstructError
 
+def encode_group_value(value: dict[str, Any]) -> bytes:
+    return _encode(GroupMetadataValue, GROUP_VALUE_VERSION, value)
+
+
+def decode_group_value(data: bytes) -> Container:
+    """Decode any GroupMetadataValue version; v0 records take rebalance timeout from session timeout."""
+    version = _value_version(data, GroupMetadataValue.max_version)
+    body, _ = GroupMetadataValue.compiled(version).decode(data, 2)
+    return _complete_group_value(body)
+
+
+def _complete_group_value(body: Container) -> Container:
+    body.setdefault("current_state_timestamp", -1)
+    for member in body["members"]:
+        member.setdefault("group_instance_id", None)
+        if member.get("rebalance_timeout", -1) == -1:
+            member["rebalance_timeout"] = member["session_timeout"]
+    return body
+
+
+# --- reference: the same decoders through construct (for tests) -------------------------
+
+
+def _decode_lenient(message: Message, version: int, data: bytes) -> Container:
+    """Decode a value body with construct; newer writers may append tagged data we do not know."""
     try:
-        return message.struct(version)._parsereport(io.BytesIO(data), Container(), "(value)")
+        body: Container = message.struct(version)._parsereport(io.BytesIO(data), Container(), "(value)")
     except ConstructError as exc:
         raise ProtocolError(f"malformed {message.name} v{version}: {exc}") from None
+    return body
 
 
-def decode_offset_value(data: bytes) -> OffsetValue:
+def decode_key_reference(data: bytes) -> RecordKey:
+    """``decode_key`` through construct."""
+    if len(data) < 2:
+        raise ProtocolError("record key shorter than its version")
+    (version,) = _VERSION.unpack_from(data)
+    if version in (0, 1):
+        body = decode_body_reference(OffsetCommitKey, version, data[2:])
+        return OffsetKey(body.group, body.topic, body.partition)
+    if version == GROUP_KEY_VERSION:
+        return GroupKey(decode_body_reference(GroupMetadataKey, version, data[2:]).group)
+    if version < 0:
+        raise ProtocolError(f"negative record key version {version}")
+    return UnknownKey(version)
+
+
+def decode_offset_value_reference(data: bytes) -> OffsetValue:
+    """``decode_offset_value`` through construct."""
     version = _value_version(data, OffsetCommitValue.max_version)
     body = _decode_lenient(OffsetCommitValue, version, data[2:])
     return OffsetValue(
@@ -134,20 +236,10 @@ def decode_offset_value(data: bytes) -> OffsetValue:
     )
 
 
-def encode_group_value(value: dict[str, Any]) -> bytes:
-    return _VERSION.pack(GROUP_VALUE_VERSION) + encode_body(GroupMetadataValue, GROUP_VALUE_VERSION, value)
-
-
-def decode_group_value(data: bytes) -> Container:
-    """Decode any GroupMetadataValue version; v0 records take rebalance timeout from session timeout."""
+def decode_group_value_reference(data: bytes) -> Container:
+    """``decode_group_value`` through construct."""
     version = _value_version(data, GroupMetadataValue.max_version)
-    body = _decode_lenient(GroupMetadataValue, version, data[2:])
-    body.setdefault("current_state_timestamp", -1)
-    for member in body.members:
-        member.setdefault("group_instance_id", None)
-        if member.get("rebalance_timeout", -1) == -1:
-            member["rebalance_timeout"] = member.session_timeout
-    return body
+    return _complete_group_value(_decode_lenient(GroupMetadataValue, version, data[2:]))
 
 
 def java_string_hash(text: str) -> int:

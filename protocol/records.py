@@ -5,7 +5,11 @@ verbatim and what Fetch returns. The broker mostly treats batches as opaque byte
 so the hot paths (``peek_batch_header``, ``scan_batches``, ``rewrite_base_offset``,
 ``set_log_append_time``) read or patch the fixed 61-byte header with ``struct`` and
 never touch the records. ``decode_batch`` is the full, strict validator: whatever the
-input bytes, it returns a ``RecordBatch`` or raises ``RecordBatchError``.
+input bytes, it returns a ``RecordBatch`` or raises ``RecordBatchError``;
+``iter_records`` is as strict but yields bare ``(offset, timestamp, key, value)``
+tuples, for replaying logs. Records are read and written by a generated straight-line
+loop; the ``RECORD`` construct documents the layout and is the reference it is tested
+against.
 
 Layout (all big-endian)::
 
@@ -23,9 +27,10 @@ from __future__ import annotations
 import enum
 import gzip
 import io
+import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -52,6 +57,7 @@ __all__ = [
     "decode_batch",
     "encode_batch",
     "iter_batches",
+    "iter_records",
     "peek_batch_header",
     "rewrite_base_offset",
     "scan_batches",
@@ -135,6 +141,7 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
+_INT8 = struct.Struct(">b")
 assert _HEADER.size == HEADER_SIZE
 
 
@@ -435,7 +442,8 @@ def _gunzip(data: bytes, limit: int) -> bytes:
             return bytes(out)
 
 
-def _parse_records(section: bytes, count: int) -> list[Record]:
+def _parse_records_reference(section: bytes, count: int) -> list[Record]:
+    """The records of a section through the ``RECORD`` construct: the reference."""
     stream = io.BytesIO(section)
     # Each record is at least one byte, so a lying count ends in StreamError, not a hang.
     records = [RECORD._parse(stream, None, "(records)") for _ in range(count)]
@@ -444,6 +452,292 @@ def _parse_records(section: bytes, count: int) -> list[Record]:
             f"{len(section) - stream.tell()} bytes left after {count} records"
         )
     return records
+
+
+def _encode_records_reference(records: Iterable[Record]) -> bytes:
+    """The records section through the ``RECORD`` construct: the reference."""
+    stream = io.BytesIO()
+    try:
+        for record in records:
+            RECORD._build(record, stream, None, "(records)")
+    except construct.ConstructError as exc:
+        raise RecordBatchError(f"cannot encode record: {exc}") from None
+    return stream.getvalue()
+
+
+# --- fast record loop -----------------------------------------------------------------
+#
+# The layout ``RECORD`` declares, read by one straight loop over the section: varints
+# are decoded inline when they fit in one byte (nearly always: lengths, deltas and
+# counts of small records), with the same bounds as the construct (VARINT at most 5
+# bytes and 32 bits, VARLONG 10 bytes and 64 bits, lengths below -1 refused, header keys
+# UTF-8). A record's fields are read from the section itself rather than from a copy of
+# its body; reading past the body's end can only happen while parsing an invalid record,
+# and is then caught by the final "body used exactly ``length`` bytes" check (positions
+# only move forward), so exactly the records the construct refuses are refused. Tests
+# check this loop against ``RECORD`` on valid, truncated and corrupted sections.
+
+
+class _Malformed(RecordBatchError):
+    """A record the fast loop refuses (message mentions "malformed" like the reference's)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"malformed record batch: {reason}")
+
+
+def _varint_tail(buf: bytes, pos: int, first: int, limit: int, bits: int) -> tuple[int, int]:
+    """Finish a zig-zag varint whose first byte (``first``, >= 0x80) is consumed."""
+    raw = first & 0x7F
+    shift = 7
+    for _ in range(limit - 1):
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            if raw >> bits:
+                raise _Malformed(f"varint exceeds {bits} bits")
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise _Malformed(f"varint longer than {limit} bytes")
+
+
+# (base_offset, base_timestamp, log_append_time or None): produce (offset, timestamp,
+# key, value) tuples instead of ``Record`` objects.
+_Placement = tuple[int, int, int | None]
+
+
+# The loop's source: ``$VARINT(name, max_bytes, bits)`` lines expand to an inline
+# zig-zag varint read (one- and two-byte values without a call; ``_varint_tail`` beyond).
+_SCAN_SOURCE = """
+def scan(buf, count, place):
+    size = len(buf)
+    if count > size:  # every record takes at least one byte
+        raise _Malformed(f"{count} records cannot fit in {size} bytes")
+    out = []
+    append = out.append
+    pos = 0
+    for _ in range(count):
+        $VARINT(length, 5, 32)
+        if length < 0:
+            raise _Malformed(f"invalid record length {length}")
+        start = pos
+        end = pos + length
+        if end > size:
+            raise _Malformed(f"record length {length} but {size - pos} bytes left")
+        attributes = buf[pos]
+        if attributes > 127:
+            attributes -= 256
+        pos += 1
+        $VARINT(timestamp_delta, 10, 64)
+        $VARINT(offset_delta, 5, 32)
+        $VARINT(n, 5, 32)
+        if n < 0:
+            if n != -1:
+                raise _Malformed(f"invalid bytes length {n}")
+            key = None
+        else:
+            stop = pos + n
+            if stop > end:
+                raise _Malformed(f"key of {n} bytes overruns its record")
+            key = buf[pos:stop]
+            pos = stop
+        $VARINT(n, 5, 32)
+        if n < 0:
+            if n != -1:
+                raise _Malformed(f"invalid bytes length {n}")
+            value = None
+        else:
+            stop = pos + n
+            if stop > end:
+                raise _Malformed(f"value of {n} bytes overruns its record")
+            value = buf[pos:stop]
+            pos = stop
+        $VARINT(n, 5, 32)
+        headers = []
+        if n:
+            if n < 0:
+                raise _Malformed(f"invalid header count {n}")
+            if n > end - pos:  # each header takes at least two bytes
+                raise _Malformed(f"{n} headers cannot fit in their record")
+            for _ in range(n):
+                $VARINT(n, 5, 32)
+                if n < 0:
+                    raise _Malformed(f"invalid header key length {n}")
+                stop = pos + n
+                if stop > end:
+                    raise _Malformed(f"header key of {n} bytes overruns its record")
+                name = buf[pos:stop].decode()
+                pos = stop
+                $VARINT(n, 5, 32)
+                if n < 0:
+                    if n != -1:
+                        raise _Malformed(f"invalid bytes length {n}")
+                    data = None
+                else:
+                    stop = pos + n
+                    if stop > end:
+                        raise _Malformed(f"header value of {n} bytes overruns its record")
+                    data = buf[pos:stop]
+                    pos = stop
+                headers.append((name, data))
+        if pos != end:
+            raise _Malformed(f"record length {length} but body used {pos - start} bytes")
+        if place is None:
+            append(Record(attributes, timestamp_delta, offset_delta, key, value, headers))
+        else:
+            base_offset, base_timestamp, append_time = place
+            timestamp = base_timestamp + timestamp_delta if append_time is None else append_time
+            append((base_offset + offset_delta, timestamp, key, value))
+    if pos != size:
+        raise RecordBatchError(f"{size - pos} bytes left after {count} records")
+    return out
+"""
+
+_VARINT_SOURCE = """\
+byte = buf[pos]
+if byte < 0x80:
+    {name} = _ZIGZAG[byte]
+    pos += 1
+else:
+    raw = buf[pos + 1]
+    if raw < 0x80:
+        raw = (byte & 0x7F) | (raw << 7)
+        {name} = (raw >> 1) ^ -(raw & 1)
+        pos += 2
+    else:
+        {name}, pos = _varint_tail(buf, pos + 1, byte, {limit}, {bits})"""
+
+_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(128))
+
+
+def _expand_varints(source: str) -> str:
+    def expand(match: re.Match[str]) -> str:
+        indent, name, limit, bits = match.groups()
+        code = _VARINT_SOURCE.format(name=name, limit=limit, bits=bits)
+        return "\n".join(indent + line for line in code.splitlines())
+
+    return re.sub(r"^( *)\$VARINT\((\w+), (\d+), (\d+)\)$", expand, source, flags=re.MULTILINE)
+
+
+def _build_scan() -> Callable[[bytes, int, _Placement | None], list[Any]]:
+    namespace: dict[str, Any] = {
+        "_Malformed": _Malformed,
+        "RecordBatchError": RecordBatchError,
+        "Record": Record,
+        "_ZIGZAG": _ZIGZAG,
+        "_varint_tail": _varint_tail,
+    }
+    exec(compile(_expand_varints(_SCAN_SOURCE), "<records scan>", "exec"), namespace)
+    scan: Callable[[bytes, int, _Placement | None], list[Any]] = namespace["scan"]
+    return scan
+
+
+#: ``_scan_records(section, count, place)``: decode ``count`` records filling ``section``
+#: exactly, as ``Record``s, or with ``place`` as (offset, timestamp, key, value) tuples.
+_scan_records = _build_scan()
+
+
+def _scan(section: bytes, count: int, place: _Placement | None) -> list[Any]:
+    try:
+        return _scan_records(section, count, place)
+    except RecordBatchError:
+        raise
+    except (IndexError, ValueError) as exc:  # ran off the end; bad UTF-8 in a header key
+        raise _Malformed(f"{type(exc).__name__}: {exc}") from None
+
+
+def _parse_records(section: bytes, count: int) -> list[Record]:
+    """The records of a (decompressed) section, by the fast loop."""
+    return _scan(section, count, None)
+
+
+def _zigzag(value: Any, bits: int) -> bytes:
+    """VARINT (32) / VARLONG (64) exactly as ``types._ZigZag._build`` writes them."""
+    if not isinstance(value, int) or not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        raise _Unencodable(f"varint{bits} out of range: {value!r}")
+    if -64 <= value < 64:
+        return _ONE_BYTE[value]
+    return t.encode_uvarint(((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1))
+
+
+_ONE_BYTE = {v: bytes((((v << 1) ^ (v >> 63)) & 0xFF,)) for v in range(-64, 64)}
+
+
+class _Unencodable(RecordBatchError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot encode record: {reason}")
+
+
+def _var_bytes(value: Any) -> bytes:
+    if value is None:
+        return b"\x01"  # varint -1
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise _Unencodable(f"bytes expected, got {type(value).__name__}")
+    data = bytes(value)
+    return _zigzag(len(data), 32) + data
+
+
+def _int8(value: Any) -> bytes:
+    try:
+        return _INT8.pack(value)
+    except (struct.error, TypeError) as exc:
+        raise _Unencodable(f"int8: cannot encode {value!r}: {exc}") from None
+
+
+def _encode_records(records: Iterable[Record]) -> bytes:
+    """The records section, exactly as ``RECORD._build`` writes each record.
+
+    Small ints and short plain ``bytes`` (the usual case) take inline one-byte paths;
+    anything else goes through the checked helpers.
+    """
+    out = bytearray()
+    small = _ONE_BYTE
+    for record in records:
+        if not isinstance(record, Record):
+            raise _Unencodable(f"Record expected, got {type(record).__name__}")
+        value: Any = record.attributes
+        body = bytearray(_int8(value) if type(value) is not int or not -128 <= value < 128 else (value & 0xFF,))
+        value = record.timestamp_delta
+        body += small[value] if type(value) is int and -64 <= value < 64 else _zigzag(value, 64)
+        value = record.offset_delta
+        body += small[value] if type(value) is int and -64 <= value < 64 else _zigzag(value, 32)
+        value = record.key
+        if type(value) is bytes and len(value) < 64:
+            body.append(len(value) << 1)
+            body += value
+        else:
+            body += _var_bytes(value)
+        value = record.value
+        if type(value) is bytes and len(value) < 64:
+            body.append(len(value) << 1)
+            body += value
+        else:
+            body += _var_bytes(value)
+        headers = record.headers
+        if not headers and type(headers) is list:
+            body.append(0)
+        else:
+            body += _zigzag(len(headers), 32)
+            for item in headers:
+                if not isinstance(item, tuple) or len(item) != 2:
+                    raise _Unencodable(f"header must be a (key, value) pair, got {item!r}")
+                name = item[0]
+                if not isinstance(name, str):
+                    raise _Unencodable(f"header key must be str, got {type(name).__name__}")
+                try:
+                    raw = name.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise _Unencodable("header key is not encodable as UTF-8") from None
+                body += _zigzag(len(raw), 32)
+                body += raw
+                body += _var_bytes(item[1])
+        size = len(body)
+        if size < 64:
+            out.append(size << 1)
+        else:
+            out += _zigzag(size, 32)
+        out += body
+    return bytes(out)
 
 
 # --- public API -----------------------------------------------------------------------
@@ -457,6 +751,21 @@ def peek_batch_header(data: bytes | bytearray | memoryview, pos: int = 0) -> Bat
         return BatchHeader._make(_HEADER.unpack_from(data, pos))
     except struct.error:
         raise RecordBatchError(f"fewer than {HEADER_SIZE} bytes at position {pos}") from None
+
+
+def _records_section(view: memoryview, header: BatchHeader, max_uncompressed: int) -> tuple[bytes, bytes | None]:
+    """The raw records section and, for NONE/GZIP, the bytes the records are read from."""
+    codec = header.attributes & _COMPRESSION_MASK
+    if codec > Compression.ZSTD:
+        raise RecordBatchError(f"unknown compression codec {codec}")
+    if header.records_count < 0:
+        raise RecordBatchError(f"negative records_count {header.records_count}")
+    raw = bytes(view[HEADER_SIZE:])
+    if codec == Compression.NONE:
+        return raw, raw
+    if codec == Compression.GZIP:
+        return raw, _gunzip(raw, max_uncompressed)
+    return raw, None
 
 
 def decode_batch(
@@ -475,24 +784,47 @@ def decode_batch(
         header = _check_frame(view)
         if verify_crc:
             _check_crc(view, header.crc)
-        codec = header.attributes & _COMPRESSION_MASK
-        if codec > Compression.ZSTD:
-            raise RecordBatchError(f"unknown compression codec {codec}")
-        if header.records_count < 0:
-            raise RecordBatchError(f"negative records_count {header.records_count}")
-        raw = bytes(view[HEADER_SIZE:])
-        records: list[Record] | None
-        if codec == Compression.NONE:
-            records = _parse_records(raw, header.records_count)
-        elif codec == Compression.GZIP:
-            records = _parse_records(_gunzip(raw, max_uncompressed), header.records_count)
-        else:
-            records = None
+        raw, section = _records_section(view, header, max_uncompressed)
+        records = None if section is None else _parse_records(section, header.records_count)
     except RecordBatchError:
         raise
     except (construct.ConstructError, zlib.error, struct.error, ValueError, TypeError) as exc:
         raise RecordBatchError(f"malformed record batch: {exc}") from None
     return RecordBatch(*header, records=records, raw_records=raw)
+
+
+def iter_records(
+    data: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
+    """``(offset, timestamp, key, value)`` of every record of exactly one batch.
+
+    The replay path: as strict as ``decode_batch`` (same checks, same errors) but builds
+    neither ``Record`` objects nor header lists. The whole batch is validated before the
+    first record is returned, so a bad batch never yields a partial result. Timestamps
+    follow ``RecordBatch.timestamp_of`` (log-append time: the batch's ``max_timestamp``).
+    Batches compressed with a codec kept opaque (snappy, lz4, zstd) raise
+    ``RecordBatchError``.
+    """
+    try:
+        view = _as_view(data)
+        header = _check_frame(view)
+        if verify_crc:
+            _check_crc(view, header.crc)
+        _, section = _records_section(view, header, max_uncompressed)
+        if section is None:
+            codec = Compression(header.attributes & _COMPRESSION_MASK)
+            raise RecordBatchError(f"cannot read records compressed with {codec.name}")
+        append_time = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
+        place = (header.base_offset, header.base_timestamp, append_time)
+        records = _scan(section, header.records_count, place)
+    except RecordBatchError:
+        raise
+    except (zlib.error, struct.error, ValueError, TypeError) as exc:
+        raise RecordBatchError(f"malformed record batch: {exc}") from None
+    return iter(records)
 
 
 def iter_batches(
@@ -566,11 +898,10 @@ def encode_batch(
     if codec not in (Compression.NONE, Compression.GZIP):
         raise RecordBatchError(f"cannot encode with compression codec {codec}")
     try:
-        stream = io.BytesIO()
-        for record in records:
-            RECORD._build(record, stream, None, "(records)")
-        section = stream.getvalue()
-    except construct.ConstructError as exc:
+        section = _encode_records(records)
+    except RecordBatchError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:
         raise RecordBatchError(f"cannot encode record: {exc}") from None
     if codec == Compression.GZIP:
         section = gzip.compress(section, mtime=0)
@@ -578,24 +909,25 @@ def encode_batch(
         last_offset_delta = records[-1].offset_delta if records else -1
     if max_timestamp is None:
         max_timestamp = base_timestamp + max((r.timestamp_delta for r in records), default=0)
-    fields = {
-        "base_offset": base_offset,
-        "batch_length": HEADER_SIZE - LOG_OVERHEAD + len(section),
-        "partition_leader_epoch": partition_leader_epoch,
-        "magic": MAGIC,
-        "crc": 0,
-        "attributes": attributes,
-        "last_offset_delta": last_offset_delta,
-        "base_timestamp": base_timestamp,
-        "max_timestamp": max_timestamp,
-        "producer_id": producer_id,
-        "producer_epoch": producer_epoch,
-        "base_sequence": base_sequence,
-        "records_count": len(records),
-    }
     try:
-        buf = bytearray(BATCH_HEADER.build(fields))
-    except construct.ConstructError as exc:
+        buf = bytearray(
+            _HEADER.pack(
+                base_offset,
+                HEADER_SIZE - LOG_OVERHEAD + len(section),
+                partition_leader_epoch,
+                MAGIC,
+                0,  # crc, filled in below
+                attributes,
+                last_offset_delta,
+                base_timestamp,
+                max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                len(records),
+            )
+        )
+    except struct.error as exc:
         raise RecordBatchError(f"cannot encode batch header: {exc}") from None
     buf += section
     _UINT32.pack_into(buf, _CRC_OFFSET, crc32c.crc32c(memoryview(buf)[_ATTRIBUTES_OFFSET:]))

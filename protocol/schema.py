@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from functools import cache
-from typing import Any
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any
 
 from construct import Construct, Container, stream_read, stream_write
 
 from protocol import types as t
+
+if TYPE_CHECKING:
+    from protocol.compiler import CompiledStruct
 
 UNKNOWN_TAGS = "_unknown_tags"
 
@@ -177,12 +180,13 @@ class Message:
     flexible: str
     fields: tuple[Field, ...]
     _cache: dict[int, Construct] = field(default_factory=dict, compare=False, repr=False)
+    _compiled: dict[int, CompiledStruct] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
+    @cached_property
     def min_version(self) -> int:
         return Versions.parse(self.versions).lo
 
-    @property
+    @cached_property
     def max_version(self) -> int:
         hi = Versions.parse(self.versions).hi
         assert hi is not None, "served versions are always bounded"
@@ -199,6 +203,24 @@ class Message:
                 raise ValueError(f"{self.name} has no version {version}")
             built = build_struct(self.fields, version, self.is_flexible(version))
             self._cache[version] = built
+        return built
+
+    def compiled(self, version: int) -> CompiledStruct:
+        """The generated decoder/encoder for one version (see ``protocol.compiler``).
+
+        Built from the same declarations as ``struct``, once, then cached; only versions
+        the message declares are ever cached, so a hit also means the version is valid.
+        """
+        built = self._compiled.get(version)
+        if built is None:
+            if version not in Versions.parse(self.versions):
+                raise ValueError(f"{self.name} has no version {version}")
+            from protocol.compiler import compile_struct
+
+            built = compile_struct(
+                self.fields, version, self.is_flexible(version), label=f"{self.name} v{version}"
+            )
+            self._compiled[version] = built
         return built
 
     def default(self, version: int) -> Container:
