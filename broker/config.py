@@ -84,6 +84,13 @@ SETTINGS: tuple[Setting, ...] = (
             "'durable': fsync before acknowledging; 'os': leave flushing to the OS.",
             _one_of("durable", "os"), "one of durable, os"),
     Setting("log.segment.bytes", int, 1073741824, "Segment size of topic partitions.", _positive, "> 0"),
+    Setting("log.cleaner.enable", bool, True,
+            "Compact the coordinator log in the background (latest record per key, then tombstones go)."),
+    Setting("log.cleaner.backoff.ms", int, 15000, "How long the cleaner sleeps between checks.",
+            _positive, "> 0"),
+    Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
+            "Clean a partition once this share of its sealed bytes was written since its last clean.",
+            lambda v: 0.0 <= v <= 1.0, "between 0 and 1"),
     Setting("delete.retention.ms", int, 86400000,
             "How long the cleaner keeps tombstones before dropping them.", _non_negative, ">= 0"),
     Setting("shutdown.grace.ms", int, 5000,
@@ -102,6 +109,17 @@ def _coerce(setting: Setting, raw: Any) -> Any:
         if isinstance(raw, str) and raw.lower() in ("true", "false"):
             return raw.lower() == "true"
         raise ConfigError(f"{name}: expected true or false, got {raw!r}")
+    if setting.kind is float:
+        if isinstance(raw, bool):
+            raise ConfigError(f"{name}: expected a number, got {raw!r}")
+        if isinstance(raw, (int, float)):
+            return float(raw)
+        if isinstance(raw, str):
+            try:
+                return float(raw.strip())
+            except ValueError:
+                pass
+        raise ConfigError(f"{name}: expected a number, got {raw!r}")
     if setting.kind is int:
         if isinstance(raw, bool):
             raise ConfigError(f"{name}: expected an integer, got {raw!r}")

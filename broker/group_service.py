@@ -37,8 +37,11 @@ class GroupService:
         durable: bool = True,
         clock: Callable[[], int] = wall_clock_ms,
         expiry_interval_ms: int = 600_000,
+        cleaner: dict[str, Any] | None = None,
     ) -> None:
         self.expiry_interval_ms = expiry_interval_ms
+        self.cleaner = cleaner  # None: compaction off
+        self.cleanings = 0
         self.coordinator = coordinator
         self.log = coordinator_log
         self.durable = durable
@@ -62,8 +65,15 @@ class GroupService:
         for key, value, _timestamp in coordinator_log.replay():
             coordinator.replay(key, value)
             count += 1
+        cleaner = None
+        if config["log.cleaner.enable"]:
+            cleaner = {
+                "backoff_ms": config["log.cleaner.backoff.ms"],
+                "delete_retention_ms": config["delete.retention.ms"],
+                "min_dirty_ratio": config["log.cleaner.min.cleanable.ratio"],
+            }
         service = cls(coordinator, coordinator_log, durable=config["log.flush.policy"] == "durable",
-                      expiry_interval_ms=config["offsets.retention.check.interval.ms"])
+                      expiry_interval_ms=config["offsets.retention.check.interval.ms"], cleaner=cleaner)
         service.apply(coordinator.finish_load(service.clock()))
         log.info("loaded %d coordinator records: %d groups in %.2fs", count, len(coordinator.groups),
                  time.monotonic() - started)
@@ -117,7 +127,33 @@ class GroupService:
             nursery.start_soon(self._flusher)
             nursery.start_soon(self._timer_loop)
             nursery.start_soon(self._expiry_loop)
+            if self.cleaner is not None:
+                nursery.start_soon(self._cleaner_loop)
             task_status.started()
+
+    async def _cleaner_loop(self) -> None:
+        """Compact sealed coordinator-log segments off the event loop, one clean at a time.
+
+        Replay keeps only the latest record per key, so a compacted log loads the same state.
+        """
+        assert self.cleaner is not None
+        while True:
+            await trio.sleep(self.cleaner["backoff_ms"] / 1000)
+            try:
+                results = await trio.to_thread.run_sync(
+                    lambda: self.log.compact_all(
+                        self.clock(), self.cleaner["delete_retention_ms"],  # type: ignore[index]
+                        min_dirty_ratio=self.cleaner["min_dirty_ratio"],  # type: ignore[index]
+                    )
+                )
+            except Exception:
+                log.exception("coordinator log cleaning failed; will retry")
+                continue
+            self.cleanings += 1
+            for partition, result in results.items():
+                changed = result.bytes_after != result.bytes_before
+                log.log(logging.INFO if changed else logging.DEBUG,
+                        "cleaned __consumer_offsets-%d: %s", partition, result)
 
     async def _expiry_loop(self) -> None:
         """Kafka's offsets.retention.check.interval.ms cleanup task."""

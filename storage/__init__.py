@@ -1,9 +1,11 @@
-"""Segment-file storage for kcoord: Kafka's on-disk layout, crash recovery, group commit."""
+"""Segment-file storage for kcoord: Kafka's on-disk layout, crash recovery, group commit, compaction."""
 
+from storage.cleaner import CleanResult
 from storage.coordinator_log import CoordinatorLog, PartitionCountError
 from storage.partition import CorruptLogError, OffsetOutOfRangeError, PartitionLog, RecoveryReport
 
 __all__ = [
+    "CleanResult",
     "CoordinatorLog",
     "CorruptLogError",
     "OffsetOutOfRangeError",

@@ -5,11 +5,13 @@ partition stays the unit of ownership if the coordinator is ever split across no
 ``append`` is cheap and never waits for the disk; ``sync`` (run in a worker thread)
 fsyncs everything written so far in one go and reports the sequence number that is now
 durable, which is what lets many requests share one fsync (ARCHITECTURE.md invariant 2).
+``compact_all`` (also for a worker thread) runs the log cleaner over every partition.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -17,10 +19,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from protocol.consumer_offsets import partition_for
+from storage.cleaner import CleanResult
 from storage.partition import CorruptLogError, PartitionLog
 from storage.segment import fsync_directory
 
 __all__ = ["TOPIC", "CoordinatorLog", "PartitionCountError"]
+
+log = logging.getLogger("kcoord.storage")
 
 TOPIC = "__consumer_offsets"
 _META_NAME = f"{TOPIC}.meta.json"
@@ -39,15 +44,19 @@ class CoordinatorLog:
     """``data_dir/__consumer_offsets-{p}`` partition logs, opened (and recovered) at start-up.
 
     A partition's directory is created on its first append. Thread safety: ``append`` from
-    the event loop and ``sync`` from a worker thread may overlap; syncs serialise.
+    the event loop and ``sync`` or ``compact_all`` from worker threads may overlap; syncs
+    serialise. ``history_dir`` is handed to every partition log (see ``storage.cleaner``).
     """
 
-    def __init__(self, data_dir: Path, partitions: int, segment_bytes: int) -> None:
+    def __init__(
+        self, data_dir: Path, partitions: int, segment_bytes: int, *, history_dir: Path | None = None
+    ) -> None:
         if partitions < 1:
             raise ValueError(f"partitions must be positive, got {partitions}")
         self.data_dir = Path(data_dir)
         self.partitions = partitions
         self.segment_bytes = segment_bytes
+        self.history_dir = Path(history_dir) if history_dir is not None else None
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._logs: dict[int, PartitionLog] = {}
@@ -59,7 +68,7 @@ class CoordinatorLog:
         self._check_partition_count()
         try:
             for p in sorted(self._existing_partitions()):
-                self._logs[p] = PartitionLog.open(self._partition_dir(p), segment_bytes)
+                self._logs[p] = self._open_partition(p)
         except BaseException:
             self.close()
             raise
@@ -68,6 +77,11 @@ class CoordinatorLog:
 
     def _partition_dir(self, partition: int) -> Path:
         return self.data_dir / f"{TOPIC}-{partition}"
+
+    def _open_partition(self, partition: int) -> PartitionLog:
+        return PartitionLog.open(
+            self._partition_dir(partition), self.segment_bytes, history_dir=self.history_dir
+        )
 
     def _existing_partitions(self) -> set[int]:
         return {
@@ -137,7 +151,7 @@ class CoordinatorLog:
                 raise ValueError(f"{self.data_dir}: {TOPIC} log is closed")
             plog = self._logs.get(partition)
             if plog is None:
-                plog = PartitionLog.open(self._partition_dir(partition), self.segment_bytes)
+                plog = self._open_partition(partition)
                 self._logs[partition] = plog
             plog.append(records, timestamp_ms)
             self._dirty.add(partition)
@@ -166,6 +180,42 @@ class CoordinatorLog:
                 raise
             self._durable_seq = max(self._durable_seq, target)
             return self._durable_seq
+
+    # --- compaction -------------------------------------------------------------------
+
+    def dirty_ratio(self) -> float:
+        """The highest dirty ratio over the partitions: whether a clean is worth running."""
+        with self._lock:
+            logs = list(self._logs.values())
+        return max((plog.dirty_ratio() for plog in logs), default=0.0)
+
+    def compact_all(
+        self, now_ms: int, delete_retention_ms: int, *, min_dirty_ratio: float = 0.0
+    ) -> dict[int, CleanResult]:
+        """Clean every partition whose dirty ratio is at least ``min_dirty_ratio``.
+
+        Blocking file I/O for a worker thread; appends and syncs carry on meanwhile.
+        Returns the result per cleaned partition; if any partition failed, the others are
+        still cleaned and the first error is raised at the end. Replay afterwards gives the same state
+        (tombstones older than ``delete_retention_ms`` are gone, as are their keys).
+        """
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.data_dir}: {TOPIC} log is closed")
+            logs = sorted(self._logs.items())
+        results: dict[int, CleanResult] = {}
+        failure: BaseException | None = None
+        for partition, plog in logs:
+            if min_dirty_ratio > 0 and plog.dirty_ratio() < min_dirty_ratio:
+                continue
+            try:
+                results[partition] = plog.compact(now_ms, delete_retention_ms)
+            except Exception as exc:  # one bad partition must not stop the others being cleaned
+                log.error("%s: clean failed: %s", plog.directory, exc)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return results
 
     # --- reading ----------------------------------------------------------------------
 

@@ -7,6 +7,10 @@ and fsync itself runs outside it.
 Recovery rules (ARCHITECTURE.md invariant 4): a torn or corrupt tail of the last segment
 is cut off with a warning; damage anywhere else, or damage followed by a valid batch,
 raises ``CorruptLogError`` because truncating there would silently drop acknowledged data.
+Before scanning, recovery resolves a clean the cleaner did not finish (``storage.cleaner``),
+so the segments it scans are either all the old ones or all the cleaned ones. Sealed
+segments may have offset gaps (the cleaner removed records); offsets must still strictly
+increase, and each segment must end exactly where the next one begins.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from protocol.records import (
     MAGIC,
@@ -28,13 +33,19 @@ from protocol.records import (
     peek_batch_header,
     rewrite_base_offset,
 )
+from storage.cleaner import recover_interrupted_clean
 from storage.segment import (
+    CorruptLogError,
     Segment,
+    SegmentView,
     fsync_directory,
     later_valid_batch,
     parse_segment_name,
     scan_segment,
 )
+
+if TYPE_CHECKING:
+    from storage.cleaner import CleanResult
 
 __all__ = ["CorruptLogError", "OffsetOutOfRangeError", "PartitionLog", "RecoveryReport"]
 
@@ -42,10 +53,6 @@ log = logging.getLogger("kcoord.storage")
 
 #: How many bytes ``read_batches`` pulls per read, so replay is not one syscall per batch.
 _READ_CHUNK = 1 << 20
-
-
-class CorruptLogError(Exception):
-    """The log is damaged somewhere a crash cannot explain; the broker must not start."""
 
 
 class OffsetOutOfRangeError(Exception):
@@ -60,33 +67,49 @@ class RecoveryReport:
     batches: int
     truncated_bytes: int
     truncated_file: Path | None = None
+    #: ``.swap`` files of an interrupted clean that recovery put in place (new state).
+    swaps_completed: int = 0
+    #: ``.cleaned``/``.swap`` files of an uncommitted clean that recovery deleted (old state).
+    temp_files_removed: int = 0
 
 
 class PartitionLog:
     """One partition: segment files ``{base_offset:020d}.log`` in ``directory``.
 
     Opening runs recovery. The last segment is the active one; ``append`` rolls to a new
-    segment once the active one would grow past ``segment_bytes``.
+    segment once the active one would grow past ``segment_bytes``. ``history_dir``, when
+    set, is where replaced segment files go instead of being deleted (see
+    ``storage.cleaner``); recovery needs it too, since it may finish an interrupted clean.
     """
 
-    def __init__(self, directory: Path, segment_bytes: int) -> None:
+    def __init__(self, directory: Path, segment_bytes: int, *, history_dir: Path | None = None) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
+        self.history_dir = Path(history_dir) if history_dir is not None else None
         # _lock guards the segment list, the indexes and _dirty; _flush_lock keeps close()
         # from closing fds a flush is still fsyncing, without making appends wait for disk.
+        # _clean_lock lets one cleaner run at a time without ever blocking appends.
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._clean_lock = threading.Lock()
         self._dirty: set[Segment] = set()
         self._closed = False
         self._segments: list[Segment] = []
+        #: Offsets below this were covered by the last clean (in memory only: after a
+        #: restart everything sealed counts as dirty once).
+        self._cleaned_up_to = 0
+        #: Disk work a failed clean left behind (finish a committed swap, or delete
+        #: uncommitted files); the next clean retries it before doing anything else.
+        self._cleaner_retry: Callable[[], None] | None = None
         self.recovery = self._recover()
+        self._cleaned_up_to = self.log_start_offset
 
     @classmethod
-    def open(cls, directory: Path, segment_bytes: int) -> PartitionLog:
+    def open(cls, directory: Path, segment_bytes: int, *, history_dir: Path | None = None) -> PartitionLog:
         """Open (creating if needed) and recover the log in ``directory``."""
-        return cls(directory, segment_bytes)
+        return cls(directory, segment_bytes, history_dir=history_dir)
 
     # --- recovery ---------------------------------------------------------------------
 
@@ -95,6 +118,7 @@ class PartitionLog:
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
             fsync_directory(self.directory.parent)
+        swaps, removed = recover_interrupted_clean(self.directory, self.history_dir)
         found = sorted(
             (base, path)
             for path in self.directory.iterdir()
@@ -103,9 +127,13 @@ class PartitionLog:
         if not found:
             self._segments.append(Segment.create(self.directory, 0))
             fsync_directory(self.directory)
-            return RecoveryReport(segments=1, batches=0, truncated_bytes=0)
+            return RecoveryReport(1, 0, 0, None, swaps, removed)
         try:
-            return self._recover_segments(found)
+            report = self._recover_segments(found)
+            return RecoveryReport(
+                report.segments, report.batches, report.truncated_bytes, report.truncated_file,
+                swaps, removed,
+            )
         except BaseException:
             for segment in self._segments:
                 segment.close()
@@ -125,7 +153,9 @@ class PartitionLog:
                     f"ends at offset {expected} (missing or overlapping segment)"
                 )
             data = path.read_bytes()
-            scan = scan_segment(data, base)
+            # Only the cleaner leaves gaps, and it never rewrites the active segment, so the
+            # last segment stays strictly contiguous (a damaged base offset there is caught).
+            scan = scan_segment(data, base, contiguous=is_last)
             if scan.problem is not None:
                 if not is_last:
                     raise CorruptLogError(
@@ -264,6 +294,76 @@ class PartitionLog:
             self._closed = True
             for segment in self._segments:
                 segment.close()
+
+    # --- compaction -------------------------------------------------------------------
+
+    def compact(self, now_ms: int, delete_retention_ms: int) -> CleanResult:
+        """Compact the sealed segments (see ``storage.cleaner.clean_log``); appends carry on.
+
+        Replaced segment files go to ``history_dir`` when the log was opened with one.
+        """
+        from storage.cleaner import clean_log
+
+        return clean_log(self, now_ms, delete_retention_ms, history_dir=self.history_dir)
+
+    def dirty_ratio(self) -> float:
+        """Share of sealed bytes written since the last clean: Kafka's cleanable ratio.
+
+        The broker compares it with ``log.cleaner.min.cleanable.ratio``; the active
+        segment never counts, since the cleaner cannot touch it.
+        """
+        with self._lock:
+            sealed = self._segments[:-1]
+            total = sum(segment.size for segment in sealed)
+            dirty = sum(segment.size for segment in sealed if segment.base_offset >= self._cleaned_up_to)
+        return dirty / total if total else 0.0
+
+    def _cleaner_views(self) -> tuple[list[SegmentView], SegmentView]:
+        """For the cleaner: views of the sealed segments and of the active segment's prefix.
+
+        Taken under the lock so the active prefix is consistent; sealed segments never
+        change, and each view has its own fd, so the cleaner reads them without the lock.
+        """
+        views: list[SegmentView] = []
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.directory}: log is closed")
+            try:
+                for segment in self._segments:
+                    views.append(segment.view())
+            except BaseException:
+                for view in views:
+                    view.close()
+                raise
+        return views[:-1], views[-1]
+
+    def _install_cleaned(self, replacements: list[tuple[list[Segment], Segment]], cleaned_up_to: int) -> bool:
+        """Put cleaned segments in place of the runs they replace; the only step under the lock.
+
+        Returns False (installing nothing) if the log was closed meanwhile.
+        """
+        with self._lock:
+            if self._closed:
+                return False
+            by_first = {id(old[0]): (old, new) for old, new in replacements}
+            segments: list[Segment] = []
+            i = 0
+            while i < len(self._segments):
+                entry = by_first.pop(id(self._segments[i]), None)
+                if entry is None:
+                    segments.append(self._segments[i])
+                    i += 1
+                    continue
+                old, new = entry
+                if self._segments[i : i + len(old)] != old:  # Segment compares by identity
+                    raise RuntimeError(f"{self.directory}: segments changed under the cleaner")
+                segments.append(new)
+                i += len(old)
+            if by_first:
+                raise RuntimeError(f"{self.directory}: cleaned segments no longer in the log")
+            self._segments = segments
+            self._cleaned_up_to = max(self._cleaned_up_to, cleaned_up_to)
+            return True
 
     # --- reading ----------------------------------------------------------------------
 

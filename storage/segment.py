@@ -4,6 +4,11 @@ A segment is ``{base_offset:020d}.log``, a plain concatenation of v2 record batc
 exactly as Kafka lays them out. This module knows how to read and write one file and
 how to judge its bytes; the policy (truncate a torn tail or refuse to start) lives in
 ``storage.partition`` because it depends on where the segment sits in the log.
+
+Offsets inside a segment only ever grow. The active segment is written contiguously
+(each batch starts where the previous one ended); a segment rewritten by the cleaner
+(``storage.cleaner``) may skip offsets between batches, and its batches may cover offsets
+that hold no record, exactly like a compacted Kafka segment.
 """
 
 from __future__ import annotations
@@ -27,18 +32,27 @@ from protocol.records import (
 )
 
 __all__ = [
+    "CLEANED_SUFFIX",
     "SEGMENT_SUFFIX",
+    "SWAP_SUFFIX",
+    "CorruptLogError",
     "Segment",
     "SegmentScan",
+    "SegmentView",
     "fsync_directory",
     "later_valid_batch",
     "parse_segment_name",
+    "parse_temp_name",
     "scan_segment",
     "segment_name",
 ]
 
 SEGMENT_SUFFIX = ".log"
+#: Suffixes the cleaner appends to a segment name while it swaps segments (see storage.cleaner).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_TEMP_NAME = re.compile(r"^(\d{20})\.log(\.cleaned|\.swap)$")
 #: The magic byte sits this far into a batch header; forward scans key on it.
 _MAGIC_OFFSET = 16
 _CRC_COVERS_FROM = 21
@@ -46,6 +60,10 @@ _CRC_COVERS_FROM = 21
 #: base offset is further ahead than this is noise, not a batch that belongs here.
 _MAX_OFFSET_JUMP = 2**31
 _UINT32 = struct.Struct(">I")
+
+
+class CorruptLogError(Exception):
+    """The log is damaged somewhere a crash cannot explain; the broker must not start."""
 
 
 def segment_name(base_offset: int) -> str:
@@ -57,6 +75,12 @@ def parse_segment_name(name: str) -> int | None:
     """Base offset encoded in a segment file name, or None for any other file."""
     match = _SEGMENT_NAME.match(name)
     return int(match.group(1)) if match else None
+
+
+def parse_temp_name(name: str) -> tuple[int, str] | None:
+    """``(base_offset, suffix)`` of a cleaner's ``.log.cleaned`` or ``.log.swap`` file, else None."""
+    match = _TEMP_NAME.match(name)
+    return (int(match.group(1)), match.group(2)) if match else None
 
 
 def fsync_directory(directory: Path) -> None:
@@ -77,6 +101,8 @@ class SegmentScan:
 
     ``offsets``/``positions`` describe the batches of the valid prefix (``valid_bytes``
     long); ``problem`` says why scanning stopped early, or is None if the whole file is good.
+    ``batch_ends`` holds each batch's next offset when the segment has gaps between
+    batches, and is None when batches are contiguous (the end is the next batch's base).
     """
 
     offsets: list[int]
@@ -84,34 +110,47 @@ class SegmentScan:
     next_offset: int
     valid_bytes: int
     problem: str | None
+    batch_ends: list[int] | None = None
 
 
-def scan_segment(data: bytes, base_offset: int) -> SegmentScan:
+def scan_segment(data: bytes, base_offset: int, *, contiguous: bool = True) -> SegmentScan:
     """CRC-check and offset-check every batch, so recovery knows how far the log is good.
 
-    Offsets must be contiguous from the segment's base: the base offset sits outside the
-    CRC, so a gap or an overlap is the only sign that it was damaged.
+    The base offset sits outside the CRC, so the offsets are the only sign that it was
+    damaged. With ``contiguous`` (the active segment, which only appends write) each batch
+    must start exactly where the previous one ended; otherwise (a sealed segment, which the
+    cleaner may have rewritten) offsets must strictly increase, so gaps are allowed but a
+    batch that goes back or overlaps is not.
     """
     found, valid = scan_batches(data)
     offsets: list[int] = []
     positions: list[int] = []
+    ends: list[int] = []
+    gapped = False
     expected = base_offset
     problem: str | None = None
     for pos, header in found:
-        if header.base_offset != expected:
+        if contiguous and header.base_offset != expected:
             problem = f"batch at byte {pos} has base offset {header.base_offset}, expected {expected}"
+        elif header.base_offset < expected:
+            problem = (
+                f"batch at byte {pos} has base offset {header.base_offset}, "
+                f"expected at least {expected}"
+            )
         elif header.last_offset_delta < 0:
             problem = f"batch at byte {pos} has negative last_offset_delta {header.last_offset_delta}"
         if problem is not None:
             valid = pos
             break
+        gapped = gapped or header.base_offset != expected
         offsets.append(header.base_offset)
         positions.append(pos)
+        ends.append(header.next_offset)
         expected = header.next_offset
     else:
         if valid < len(data):
             problem = _describe_stop(data, valid)
-    return SegmentScan(offsets, positions, expected, valid, problem)
+    return SegmentScan(offsets, positions, expected, valid, problem, ends if gapped else None)
 
 
 def _describe_stop(data: bytes, pos: int) -> str:
@@ -194,9 +233,16 @@ class Segment:
     The index lives in memory (rebuilt at recovery, extended on append) so reads find a
     batch with a bisect instead of rescanning the file. Not thread-safe by itself: the
     owning ``PartitionLog`` serialises access, except ``fsync`` which may run anywhere.
+    ``batch_ends`` is None while batches are contiguous; a cleaned segment keeps each
+    batch's next offset there so a read that starts in a gap skips to the next batch.
+
+    A segment the cleaner replaced is not closed explicitly, because a reader may still be
+    iterating over it; its descriptor is closed when the last reference goes away.
     """
 
-    __slots__ = ("_fd", "base_offset", "next_offset", "offsets", "path", "positions", "size")
+    __slots__ = (
+        "_fd", "base_offset", "batch_ends", "next_offset", "offsets", "path", "positions", "size",
+    )
 
     def __init__(
         self,
@@ -207,6 +253,7 @@ class Segment:
         offsets: list[int],
         positions: list[int],
         next_offset: int,
+        batch_ends: list[int] | None = None,
     ) -> None:
         self.path = path
         self.base_offset = base_offset
@@ -215,6 +262,7 @@ class Segment:
         self.offsets = offsets
         self.positions = positions
         self.next_offset = next_offset
+        self.batch_ends = batch_ends
 
     @classmethod
     def create(cls, directory: Path, base_offset: int) -> Segment:
@@ -224,12 +272,17 @@ class Segment:
         return cls(path, base_offset, fd, 0, [], [], base_offset)
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, scan: SegmentScan) -> Segment:
-        """Open a recovered file whose first ``scan.valid_bytes`` are known good."""
-        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    def open(cls, path: Path, base_offset: int, scan: SegmentScan, *, file: Path | None = None) -> Segment:
+        """Open a recovered file whose first ``scan.valid_bytes`` are known good.
+
+        ``file`` is where the bytes are now, when that is not yet ``path`` (a cleaned
+        segment still named ``.swap``); the descriptor follows the file through the rename.
+        """
+        fd = os.open(file or path, os.O_RDWR | os.O_APPEND)
+        ends = list(scan.batch_ends) if scan.batch_ends is not None else None
         return cls(
             path, base_offset, fd, scan.valid_bytes, list(scan.offsets), list(scan.positions),
-            scan.next_offset,
+            scan.next_offset, ends,
         )
 
     @property
@@ -247,7 +300,12 @@ class Segment:
         """
         if offset >= self.next_offset:
             return len(self.offsets)
-        return max(bisect.bisect_right(self.offsets, offset) - 1, 0)
+        index = bisect.bisect_right(self.offsets, offset) - 1
+        if index < 0:
+            return 0
+        if self.batch_ends is not None and self.batch_ends[index] <= offset:
+            return index + 1  # offset falls in a gap the cleaner left after this batch
+        return index
 
     def append(self, data: bytes, base_offset: int, next_offset: int) -> int:
         """Write one whole batch with one ``os.write``; returns its position.
@@ -267,6 +325,8 @@ class Segment:
         # position, or from ``size`` only while no next position exists yet.
         self.offsets.append(base_offset)
         self.positions.append(pos)
+        if self.batch_ends is not None:
+            self.batch_ends.append(next_offset)
         self.next_offset = next_offset
         self.size = pos + len(data)
         return pos
@@ -283,6 +343,16 @@ class Segment:
         os.ftruncate(self._fd, size)
         os.fsync(self._fd)
 
+    def view(self) -> SegmentView:
+        """The batches written so far plus a private descriptor to read them with.
+
+        The cleaner reads through it without the log's lock, so ``close`` (or a replaced
+        segment being dropped) cannot pull the descriptor from under it.
+        """
+        if self._fd < 0:
+            raise ValueError(f"{self.path}: segment is closed")
+        return SegmentView(self, os.dup(self._fd), self.batch_count, self.size)
+
     def fsync(self) -> None:
         os.fsync(self._fd)
 
@@ -290,3 +360,33 @@ class Segment:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def __del__(self) -> None:
+        # Replaced segments are dropped rather than closed (a reader may still hold one).
+        try:
+            self.close()
+        except (OSError, AttributeError, TypeError):
+            pass
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentView:
+    """A fixed prefix of a segment (``batch_count`` batches, ``size`` bytes) and an fd to read it."""
+
+    segment: Segment
+    fd: int
+    batch_count: int
+    size: int
+
+    def batch_end(self, index: int) -> int:
+        """File position just past batch ``index`` of the prefix."""
+        return self.segment.positions[index + 1] if index + 1 < self.batch_count else self.size
+
+    def read(self, pos: int, length: int) -> bytes:
+        data = os.pread(self.fd, length, pos)
+        if len(data) != length:
+            raise OSError(f"{self.segment.path}: wanted {length} bytes at {pos}, file gave {len(data)}")
+        return data
+
+    def close(self) -> None:
+        os.close(self.fd)

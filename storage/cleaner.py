@@ -1,0 +1,544 @@
+"""The log cleaner: Kafka-style compaction of a partition log's sealed segments.
+
+Compaction keeps, for every key, only the record with the highest offset in the whole log
+(the active segment included), so a log of updates shrinks to the state it describes while
+``replay(log) == replay(compact(log))`` (ARCHITECTURE.md invariant 1). It is generic over
+keys: it compares key bytes and never decodes them.
+
+What survives in the sealed segments (the active, last segment is never rewritten):
+
+- a record whose key's latest record is at a higher offset: dropped;
+- a tombstone (null value) that is its key's latest record: kept while it is at most
+  ``delete_retention_ms`` old (record timestamp against ``now_ms``), so a reader that is
+  replaying the log sees the delete; dropped once older. Tombstones are never dropped while
+  a sealed batch could not be read (a codec this code keeps opaque), because that batch
+  might hold an older value the tombstone must keep hiding;
+- a record with a null key: dropped (a compacted log has no use for it);
+- control batches and batches with an opaque codec: copied verbatim.
+
+Offsets never change. A filtered batch keeps its base offset, last offset delta, producer
+fields and timestamps, and its records keep their offset deltas, so the batch covers
+offsets that no longer hold a record; a batch left with no records is dropped, leaving a
+gap. The last batch of each cleaned segment is always written (empty if need be), so the
+segment still ends exactly where the next one begins and recovery can keep checking that
+segments join up. Consecutive sealed segments are merged into one cleaned segment while
+their input fits in ``segment_bytes``; a lone segment that would come out unchanged is
+left alone, which makes a second clean of a clean log a no-op.
+
+The heavy work (reading, building the key map, writing the cleaned files) runs without
+the log's lock, reading through private descriptors: sealed segments are immutable, and
+the active segment is read only up to the prefix that existed when the clean began. The
+lock is held only to swap the segment list in memory.
+
+Crash-safe swap protocol, per clean (each cleaned file is named after the base offset of
+the first segment it replaces, ``{base:020d}.log``):
+
+1. write every cleaned segment to ``{base:020d}.log.cleaned`` and fsync it; fsync the
+   directory (every ``.cleaned`` name is now durable);
+2. rename each ``.cleaned`` to ``{base:020d}.log.swap``; fsync the directory. This fsync
+   is the commit point: before it the old segments are the log, after it the new ones;
+3. swap the in-memory segment list (under the lock);
+4. for each cleaned segment, delete the segments it replaces (or move them into
+   ``history_dir/<partition directory name>/``), then rename ``.swap`` to ``.log``;
+   fsync the directory (and the history folder).
+
+Recovery (``recover_interrupted_clean``, run when a log is opened, before segments are
+scanned) decides from the leftovers alone:
+
+- any ``.cleaned`` file left means step 2 did not finish (renames happen only after every
+  ``.cleaned`` name is durable, and step 2's fsync makes all of them ``.swap``), so no old
+  segment was touched yet: delete every ``.cleaned`` and ``.swap`` file -> the old state;
+- only ``.swap`` files left means the clean committed: each ``.swap`` replaces every
+  ``.log`` whose base offset lies in its offset range, then is renamed to ``.log`` -> the
+  new state. Doing it again after another crash gives the same result.
+
+Either way the log replays to the same key -> latest value map. ``history_dir`` must be on
+the same filesystem as the log (files are moved with a rename); when a file of the same
+name is already there it is the older original of a segment cleaned before, so the
+replaced copy, itself a cleaned file, is deleted instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from protocol.records import (
+    RecordBatch,
+    RecordBatchError,
+    decode_batch,
+    encode_batch,
+    peek_batch_header,
+)
+from storage.segment import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    CorruptLogError,
+    Segment,
+    SegmentScan,
+    SegmentView,
+    fsync_directory,
+    parse_segment_name,
+    parse_temp_name,
+    scan_segment,
+    segment_name,
+)
+
+if TYPE_CHECKING:
+    from storage.partition import PartitionLog
+
+__all__ = ["CleanResult", "clean_log", "recover_interrupted_clean"]
+
+log = logging.getLogger("kcoord.storage")
+
+#: How many bytes the cleaner reads, and buffers before a write, at a time.
+_IO_CHUNK = 1 << 20
+#: Offsets in one segment stay within an int32 of its base (Kafka's index relies on it).
+_MAX_SEGMENT_SPAN = 2**31 - 1
+_COMPRESSION_MASK = 0x07
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    """What one clean did to the sealed part of the log (the active segment is not counted)."""
+
+    segments_before: int
+    segments_after: int
+    records_before: int
+    records_after: int
+    bytes_before: int
+    bytes_after: int
+    tombstones_dropped: int
+    #: The active segment's base when the clean began: every offset below it was cleaned.
+    cleaned_up_to: int
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def _batches(view: SegmentView) -> Iterator[tuple[bytes, RecordBatch]]:
+    """``(raw, decoded)`` for every batch of the view, reading about a MiB per syscall."""
+    positions = view.segment.positions
+    index = 0
+    while index < view.batch_count:
+        begin = positions[index]
+        stop = index + 1
+        while stop < view.batch_count and view.batch_end(stop) - begin <= _IO_CHUNK:
+            stop += 1
+        chunk = view.read(begin, view.batch_end(stop - 1) - begin)
+        for i in range(index, stop):
+            raw = chunk[positions[i] - begin : view.batch_end(i) - begin]
+            try:
+                batch = decode_batch(raw)
+            except RecordBatchError as exc:
+                raise CorruptLogError(f"{view.segment.path}: batch at byte {positions[i]}: {exc}") from exc
+            yield raw, batch
+        index = stop
+
+
+@dataclass(slots=True)
+class _KeyMap:
+    """Latest offset of every key, plus what the first pass learned about the sealed part."""
+
+    latest: dict[bytes, int] = field(default_factory=dict)
+    sealed_records: int = 0
+    #: A sealed batch whose records this code cannot read (snappy, lz4, zstd).
+    opaque: bool = False
+
+
+def _build_key_map(sealed: list[SegmentView], active: SegmentView) -> _KeyMap:
+    keys = _KeyMap()
+    for view in [*sealed, active]:
+        is_sealed = view is not active
+        for _, batch in _batches(view):
+            if is_sealed:
+                keys.sealed_records += batch.records_count
+            if batch.is_control:
+                continue
+            if batch.records is None:
+                keys.opaque = keys.opaque or is_sealed
+                continue
+            for record in batch.records:
+                if record.key is not None:
+                    keys.latest[record.key] = batch.base_offset + record.offset_delta
+    return keys
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Policy:
+    keys: _KeyMap
+    now_ms: int
+    delete_retention_ms: int
+
+
+def _filtered(batch: RecordBatch, raw: bytes, policy: _Policy, is_last: bool) -> tuple[bytes | None, int, int]:
+    """What to write for one batch: ``(bytes or None to drop, records kept, tombstones dropped)``.
+
+    A batch keeps its offsets, producer fields and timestamps whatever is removed from it.
+    """
+    if batch.is_control or batch.records is None:
+        return raw, batch.records_count, 0
+    kept = []
+    dropped_tombstones = 0
+    for record in batch.records:
+        if record.key is None or policy.keys.latest.get(record.key) != batch.offset_of(record):
+            continue
+        if (
+            record.value is None
+            and not policy.keys.opaque
+            and policy.now_ms - batch.timestamp_of(record) > policy.delete_retention_ms
+        ):
+            dropped_tombstones += 1
+            continue
+        kept.append(record)
+    if len(kept) == len(batch.records):
+        return raw, len(kept), 0
+    if not kept and not is_last:
+        return None, 0, dropped_tombstones
+    attributes = batch.attributes if kept else batch.attributes & ~_COMPRESSION_MASK
+    data = encode_batch(
+        kept,
+        base_offset=batch.base_offset,
+        base_timestamp=batch.base_timestamp,
+        max_timestamp=batch.max_timestamp,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=batch.last_offset_delta,
+    )
+    return data, len(kept), dropped_tombstones
+
+
+class _SegmentWriter:
+    """Appends batches to a new file in big writes and keeps the index recovery would build."""
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.buffer = bytearray()
+        self.size = 0
+        self.offsets: list[int] = []
+        self.positions: list[int] = []
+        self.ends: list[int] = []
+        self.next_offset = base_offset
+        self.gapped = False
+
+    def add(self, data: bytes) -> None:
+        header = peek_batch_header(data)
+        self.gapped = self.gapped or header.base_offset != self.next_offset
+        self.offsets.append(header.base_offset)
+        self.positions.append(self.size)
+        self.ends.append(header.next_offset)
+        self.next_offset = header.next_offset
+        self.size += len(data)
+        self.buffer += data
+        if len(self.buffer) >= _IO_CHUNK:
+            self._drain()
+
+    def _drain(self) -> None:
+        view = memoryview(self.buffer)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
+        view.release()
+        self.buffer.clear()
+
+    def finish(self) -> SegmentScan:
+        """Write what is buffered and fsync; the scan is what recovery would find."""
+        self._drain()
+        os.fsync(self.fd)
+        return SegmentScan(
+            self.offsets, self.positions, self.next_offset, self.size, None,
+            self.ends if self.gapped else None,
+        )
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass(slots=True)
+class _Cleaned:
+    """One cleaned segment on its way in, and the segments it replaces."""
+
+    replaces: list[Segment]
+    final: Path
+    segment: Segment
+
+    @property
+    def cleaned(self) -> Path:
+        return self.final.with_name(self.final.name + CLEANED_SUFFIX)
+
+    @property
+    def swap(self) -> Path:
+        return self.final.with_name(self.final.name + SWAP_SUFFIX)
+
+
+@dataclass(slots=True)
+class _GroupOutcome:
+    cleaned: _Cleaned | None  # None: the group came out unchanged and was left alone
+    records: int
+    size: int
+    tombstones_dropped: int
+
+
+def _plan_groups(sealed: list[SegmentView], segment_bytes: int) -> list[list[SegmentView]]:
+    """Runs of consecutive sealed segments to merge: input within ``segment_bytes`` and an
+    int32 offset span, as Kafka groups them. An empty segment stays on its own."""
+    groups: list[list[SegmentView]] = []
+    for view in sealed:
+        if groups and view.batch_count and groups[-1][-1].batch_count:
+            group = groups[-1]
+            size = sum(v.size for v in group) + view.size
+            span = view.segment.next_offset - group[0].segment.base_offset
+            if size <= segment_bytes and span <= _MAX_SEGMENT_SPAN:
+                group.append(view)
+                continue
+        groups.append([view])
+    return groups
+
+
+def _clean_group(group: list[SegmentView], directory: Path, policy: _Policy) -> _GroupOutcome:
+    """Write one group's survivors to ``.cleaned`` and open it, or leave an unchanged lone segment."""
+    first = group[0].segment
+    if not any(view.batch_count for view in group):
+        return _GroupOutcome(None, 0, sum(v.size for v in group), 0)
+    final = directory / segment_name(first.base_offset)
+    writer = _SegmentWriter(final.with_name(final.name + CLEANED_SUFFIX), first.base_offset)
+    try:
+        changed = len(group) > 1
+        records = tombstones = 0
+        last_view = max(i for i, view in enumerate(group) if view.batch_count)
+        for i, view in enumerate(group):
+            for index, (raw, batch) in enumerate(_batches(view)):
+                is_last = i == last_view and index == view.batch_count - 1
+                data, kept, dropped = _filtered(batch, raw, policy, is_last)
+                records += kept
+                tombstones += dropped
+                changed = changed or data is not raw
+                if data is not None:
+                    writer.add(data)
+        if not changed:
+            writer.close()
+            writer.path.unlink()
+            return _GroupOutcome(None, records, group[0].size, 0)
+        scan = writer.finish()
+        writer.close()
+        if scan.next_offset != group[-1].segment.next_offset:
+            raise RuntimeError(f"{final}: cleaned segment ends at {scan.next_offset}, not {group[-1].segment.next_offset}")
+        segment = Segment.open(final, first.base_offset, scan, file=writer.path)
+        cleaned = _Cleaned([view.segment for view in group], final, segment)
+        return _GroupOutcome(cleaned, records, scan.valid_bytes, tombstones)
+    except BaseException:
+        writer.close()
+        writer.path.unlink(missing_ok=True)
+        raise
+
+
+# --- the swap --------------------------------------------------------------------------
+
+
+def _history_folder(directory: Path, history_dir: Path | None) -> Path | None:
+    """``history_dir/<partition dir name>``, created durably; refuses another filesystem."""
+    if history_dir is None:
+        return None
+    folder = Path(history_dir) / directory.name
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        fsync_directory(folder.parent)
+    if os.stat(folder).st_dev != os.stat(directory).st_dev:
+        raise ValueError(f"history directory {folder} must be on the same filesystem as {directory}")
+    return folder
+
+
+def _retire(path: Path, history: Path | None) -> None:
+    """Delete a replaced segment file, or move it into the history folder; idempotent."""
+    if not path.exists():
+        return
+    if history is None:
+        os.unlink(path)
+        return
+    target = history / path.name
+    if target.exists():
+        os.unlink(path)  # the history already holds the original this cleaned file came from
+    else:
+        os.rename(path, target)
+
+
+def _finish(directory: Path, cleaned: list[_Cleaned], history: Path | None) -> None:
+    """Step 4: retire the old segments and give each cleaned one its final name."""
+    for item in cleaned:
+        for old in item.replaces:
+            _retire(old.path, history)
+        if item.swap.exists():
+            os.rename(item.swap, item.final)
+    fsync_directory(directory)
+    if history is not None:
+        fsync_directory(history)
+
+
+def _discard(directory: Path, paths: list[Path]) -> None:
+    """Delete files of a clean that did not commit (the old segments are the log)."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+    fsync_directory(directory)
+
+
+def recover_interrupted_clean(directory: Path, history_dir: Path | None) -> tuple[int, int]:
+    """Resolve a clean a crash interrupted: ``(swaps completed, files removed)``.
+
+    See the module docstring for why the leftovers alone decide old state or new.
+    """
+    temps = sorted(
+        (parsed, path)
+        for path in directory.iterdir()
+        if (parsed := parse_temp_name(path.name)) is not None and path.is_file()
+    )
+    if not temps:
+        return 0, 0
+    if any(suffix == CLEANED_SUFFIX for (_, suffix), _ in temps):
+        log.warning(
+            "%s: removing %d files of a clean that did not commit: %s",
+            directory, len(temps), ", ".join(path.name for _, path in temps),
+        )
+        _discard(directory, [path for _, path in temps])
+        return 0, len(temps)
+    history = _history_folder(directory, history_dir)
+    segments = sorted(
+        (base, path)
+        for path in directory.iterdir()
+        if (base := parse_segment_name(path.name)) is not None and path.is_file()
+    )
+    for (base, _), swap in temps:
+        scan = scan_segment(swap.read_bytes(), base, contiguous=False)
+        if scan.problem is not None or not scan.offsets:
+            raise CorruptLogError(f"{swap}: cleaned segment is invalid ({scan.problem or 'no batches'})")
+        replaced = [path for start, path in segments if base <= start < scan.next_offset]
+        log.warning(
+            "%s: completing an interrupted clean: %s replaces %s",
+            directory, swap.name, ", ".join(path.name for path in replaced) or "nothing left",
+        )
+        for path in replaced:
+            _retire(path, history)
+        os.rename(swap, directory / segment_name(base))
+    fsync_directory(directory)
+    if history is not None:
+        fsync_directory(history)
+    return len(temps), 0
+
+
+# --- the cleaner -----------------------------------------------------------------------
+
+
+def clean_log(
+    plog: PartitionLog, now_ms: int, delete_retention_ms: int, *, history_dir: Path | None = None
+) -> CleanResult:
+    """Compact ``plog``'s sealed segments and swap them in crash-safely; see the module doc.
+
+    Appends, flushes and reads carry on meanwhile; cleans of one log run one at a time.
+    ``history_dir`` keeps the replaced files (open the log with the same ``history_dir``
+    so a swap that recovery completes keeps them too).
+    """
+    if delete_retention_ms < 0:
+        raise ValueError(f"delete_retention_ms must be >= 0, got {delete_retention_ms}")
+    with plog._clean_lock:
+        if plog._cleaner_retry is not None:
+            plog._cleaner_retry()
+            plog._cleaner_retry = None
+        sealed, active = plog._cleaner_views()
+        try:
+            return _clean(plog, sealed, active, now_ms, delete_retention_ms, history_dir)
+        finally:
+            for view in [*sealed, active]:
+                view.close()
+
+
+def _clean(
+    plog: PartitionLog,
+    sealed: list[SegmentView],
+    active: SegmentView,
+    now_ms: int,
+    delete_retention_ms: int,
+    history_dir: Path | None,
+) -> CleanResult:
+    directory = plog.directory
+    cleaned_up_to = active.segment.base_offset
+    history = _history_folder(directory, history_dir) if sealed else None
+    keys = _build_key_map(sealed, active)
+    policy = _Policy(keys, now_ms, delete_retention_ms)
+    cleaned: list[_Cleaned] = []
+    records_after = bytes_after = tombstones = 0
+    segments_after = 0
+    committed = False
+    try:
+        for group in _plan_groups(sealed, plog.segment_bytes):
+            outcome = _clean_group(group, directory, policy)
+            records_after += outcome.records
+            bytes_after += outcome.size
+            tombstones += outcome.tombstones_dropped
+            segments_after += 1
+            if outcome.cleaned is not None:
+                cleaned.append(outcome.cleaned)
+        if cleaned:
+            fsync_directory(directory)  # step 1 done: every .cleaned name is durable
+            if plog._closed:
+                raise ValueError(f"{directory}: log closed during a clean")
+            for item in cleaned:
+                os.rename(item.cleaned, item.swap)
+            fsync_directory(directory)  # step 2: the commit point
+        committed = True
+    except BaseException:
+        for item in cleaned:
+            item.segment.close()
+        if not committed and cleaned:
+            _undo(plog, [path for item in cleaned for path in (item.cleaned, item.swap)])
+        raise
+    installed = plog._install_cleaned([(item.replaces, item.segment) for item in cleaned], cleaned_up_to)
+    if not installed:
+        for item in cleaned:
+            item.segment.close()
+    if cleaned:
+        try:
+            _finish(directory, cleaned, history)
+        except BaseException:
+            plog._cleaner_retry = functools.partial(_finish, directory, cleaned, history)
+            raise
+    result = CleanResult(
+        segments_before=len(sealed),
+        segments_after=segments_after,
+        records_before=keys.sealed_records,
+        records_after=records_after,
+        bytes_before=sum(view.size for view in sealed),
+        bytes_after=bytes_after,
+        tombstones_dropped=tombstones,
+        cleaned_up_to=cleaned_up_to,
+    )
+    if cleaned:
+        log.info(
+            "%s: cleaned offsets below %d: %d -> %d segments, %d -> %d records, %d -> %d bytes",
+            directory, cleaned_up_to, result.segments_before, result.segments_after,
+            result.records_before, result.records_after, result.bytes_before, result.bytes_after,
+        )
+    return result
+
+
+def _undo(plog: PartitionLog, paths: list[Path]) -> None:
+    """Roll back an uncommitted clean; if even that fails, the next clean retries it."""
+    retry = functools.partial(_discard, plog.directory, paths)
+    try:
+        retry()
+    except OSError:
+        log.exception("%s: could not remove the files of a failed clean", plog.directory)
+        plog._cleaner_retry = retry

@@ -1,0 +1,69 @@
+"""The coordinator log is compacted in the background and still loads the same state."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic, wait_until
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.integration
+
+CLEANER = {
+    "offsets.topic.segment.bytes": 4096,  # small segments: plenty to clean
+    "log.cleaner.backoff.ms": 100,
+    "log.cleaner.min.cleanable.ratio": 0.0,
+    "offsets.topic.num.partitions": 1,
+}
+
+
+def _commit(client: WireClient, offset: int) -> None:
+    body = {"group_id": "compacted", "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": "c", "partitions": [
+                {"partition_index": p, "committed_offset": offset + p, "committed_leader_epoch": -1,
+                 "committed_metadata": f"m{offset}"} for p in range(4)]}]}
+    assert all(p.error_code == 0 for t in client.request(8, 8, body).topics for p in t.partitions)
+
+
+def _fetch(client: WireClient) -> list[tuple[int, int, str]]:
+    topics = client.request(9, 7, {"group_id": "compacted", "topics": None, "require_stable": False}).topics
+    return sorted((p.partition_index, p.committed_offset, p.metadata) for t in topics for p in t.partitions)
+
+
+def _log_bytes(broker: BrokerProcess) -> int:
+    return sum(f.stat().st_size for f in (broker.data_dir / "__consumer_offsets-0").glob("*.log"))
+
+
+def test_background_compaction_shrinks_the_log_and_keeps_the_state(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory(CLEANER)  # type: ignore[operator]
+    create_topic(broker.bootstrap, "c", 4)
+    with WireClient(broker.host, broker.port) as client:
+        _commit(client, 0)
+        one_batch = _log_bytes(broker)
+        for offset in range(10, 4000, 10):
+            _commit(client, offset)
+        expected = _fetch(client)
+        # 400 commits of the same 4 keys, one batch each: uncompacted that is 400 batches;
+        # the cleaner keeps only the latest record of each key.
+        broker.wait_for_log(r"cleaned __consumer_offsets-0: .*records_after", timeout=30)
+        wait_until(lambda: _log_bytes(broker) < 400 * one_batch / 4, 30, "the log to shrink")
+        assert _fetch(client) == expected
+    broker.restart()
+    with WireClient(broker.host, broker.port) as client:
+        assert _fetch(client) == expected == [(p, 3990 + p, "m3990") for p in range(4)]
+
+
+def test_compaction_can_be_turned_off(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory(dict(CLEANER, **{"log.cleaner.enable": "false"}))  # type: ignore[operator]
+    create_topic(broker.bootstrap, "c", 4)
+    with WireClient(broker.host, broker.port) as client:
+        for offset in range(0, 1000, 10):
+            _commit(client, offset)
+        written = _log_bytes(broker)
+        # A later commit is durable once answered; by then the (disabled) cleaner has had
+        # many backoff periods in which it would have run.
+        for offset in range(1000, 3000, 10):
+            _commit(client, offset)
+    assert _log_bytes(broker) > written
+    assert "cleaned __consumer_offsets" not in broker.log()
