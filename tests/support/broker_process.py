@@ -46,9 +46,13 @@ class BrokerProcess:
         self.proc = subprocess.Popen(args, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      text=True, env=env)
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-        if not self._listening.wait(timeout):
-            self.kill()
-            raise RuntimeError("broker did not start listening:\n" + self.log())
+        deadline = time.monotonic() + timeout
+        while not self._listening.wait(0.05):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode} before listening:\n{self.log()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError("broker did not start listening:\n" + self.log())
         return self
 
     def _pump(self, proc: subprocess.Popen[str]) -> None:
