@@ -260,3 +260,51 @@ def heartbeat_factory(group: str, member_id: str, generation: int) -> FrameFacto
 def error_code_at(offset: int) -> Callable[[bytes], bool]:
     """A check for responses whose first error code sits at a fixed byte offset."""
     return lambda frame: frame[offset : offset + 2] != b"\x00\x00"
+
+
+def produce_factory(topic: str, partition: int, records: int, record_bytes: int, acks: int = -1) -> FrameFactory:
+    """A Produce v8 request carrying one uncompressed batch of ``records`` values."""
+    import os
+
+    from protocol.records import build_records, encode_batch
+
+    values = [(None, os.urandom(record_bytes)) for _ in range(records)]
+    batch = encode_batch(build_records(values), base_timestamp=int(time.time() * 1000))
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": 30000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+    return FrameFactory(0, 8, body)
+
+
+async def fetch_everything(address: tuple[str, int], topic: str, partitions: int,
+                           max_bytes: int = 8 << 20) -> tuple[int, int, float]:
+    """Read every partition from offset 0 to its end: (bytes, records, seconds)."""
+    from protocol.records import scan_batches
+
+    conn = await Connection.open(address)
+    offsets = dict.fromkeys(range(partitions), 0)
+    ends: dict[int, int] = {}
+    total_bytes = total_records = 0
+    begin = time.perf_counter()
+    try:
+        while True:
+            wanted = [p for p in offsets if p not in ends or offsets[p] < ends[p]]
+            if not wanted:
+                break
+            body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                    "rack_id": "", "topics": [{"topic": topic, "partitions": [
+                        {"partition": p, "current_leader_epoch": -1, "fetch_offset": offsets[p],
+                         "log_start_offset": -1, "partition_max_bytes": max_bytes // max(1, len(wanted))}
+                        for p in wanted]}]}
+            reply = await conn.request(1, 11, body)
+            for part in reply.responses[0].partitions:
+                ends[part.partition_index] = part.high_watermark
+                data = part.records or b""
+                batches, valid = scan_batches(data)
+                total_bytes += valid
+                for _, header in batches:
+                    total_records += header.last_offset_delta + 1
+                    offsets[part.partition_index] = header.base_offset + header.last_offset_delta + 1
+    finally:
+        await conn.aclose()
+    return total_bytes, total_records, time.perf_counter() - begin

@@ -126,6 +126,28 @@ class Bench:
         figure = self.figures.setdefault(key, Figure(key, "", False, {}, {}))
         figure.missing[broker] = why
 
+    def data_workloads(self, broker: Broker) -> None:
+        address = broker.address
+        partitions, records, record_bytes = 4, 100, 1024
+        trio.run(loadgen.create_topic, address, "bench-data", partitions)
+        factories: list[Callable[[int], bytes]] = [
+            loadgen.produce_factory("bench-data", p % partitions, records, record_bytes)
+                     for p in range(8)]
+        result, cpu = self.measure(broker, lambda: trio.run(
+            loadgen.run_connections, address, factories, self.seconds, 4))
+        rate = result.requests / result.seconds
+        shape = f"8 conn, {records} x {record_bytes} B records/batch, acks=-1"
+        self.record(f"Produce MB/s ({shape})", "MB/s", True, broker.name, rate * records * record_bytes / 1e6, cpu)
+        self.record(f"Produce records/s ({shape})", "records/s", True, broker.name, rate * records)
+        self.record(f"Produce p99 latency ({shape})", "ms", False, broker.name, result.percentile(0.99) * 1000)
+        cpu_before = broker.cpu_seconds()
+        size, count, seconds = trio.run(loadgen.fetch_everything, address, "bench-data", partitions)
+        fetch_cpu = (broker.cpu_seconds() - cpu_before) / max(count, 1) * 1000 * 1000
+        self.record("Fetch MB/s (1 conn, whole topic from offset 0)", "MB/s", True, broker.name,
+                    size / seconds / 1e6)
+        self.record("Fetch records/s (1 conn, whole topic from offset 0)", "records/s", True, broker.name,
+                    count / seconds, fetch_cpu)
+
     def run(self) -> None:
         brokers: list[tuple[str, Callable[[], Broker]]] = [("kcoord", lambda: start_kcoord(KCOORD_SETTINGS))]
         if self.with_tansu:
@@ -138,6 +160,7 @@ class Bench:
                 try:
                     self.offsets_workloads(broker)
                     self.group_workloads(broker)
+                    self.data_workloads(broker)
                 finally:
                     broker.stop()
 
@@ -167,7 +190,8 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         f"in {bench.rounds} alternating rounds; each value is the median over rounds. *Ratio* is",
         "kcoord/Tansu for throughput and Tansu/kcoord for latency and time, so a ratio above 1.0",
         "means kcoord is ahead. *CPU ms/1k* is broker-side CPU (user+system, from /proc) per 1,000",
-        "requests, which separates the broker's cost from the load generator sharing the cores.",
+        "requests (for Fetch records/s: per 1,000 records), which separates the broker's cost",
+        "from the load generator sharing the cores.",
         "",
         "Durability differs and favours Tansu: kcoord fsyncs every OffsetCommit before answering",
         "(`log.flush.policy=durable`, group commit); Tansu runs with `memory://` storage.",
