@@ -19,6 +19,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from protocol.consumer_offsets import partition_for
+from protocol.records import RecordBatchError, iter_records, scan_batches
+
+REPLAY_CHUNK = 8 << 20  # bytes of whole batches read per step at start-up
 from storage.cleaner import CleanResult
 from storage.partition import CorruptLogError, PartitionLog
 from storage.segment import fsync_directory
@@ -227,18 +230,28 @@ class CoordinatorLog:
         """
         for partition in sorted(self._logs):
             plog = self._logs[partition]
-            for _, batch in plog.read_batches():
-                if batch.records is None:
-                    raise CorruptLogError(
-                        f"{plog.directory}: batch at offset {batch.base_offset} is compressed "
-                        f"with {batch.compression.name}, which this log never writes"
-                    )
-                for record in batch.records:
-                    if record.key is None:
+            offset = plog.log_start_offset
+            end = plog.next_offset
+            while offset < end:
+                chunk = plog.read_raw(offset, REPLAY_CHUNK)
+                if not chunk:
+                    break
+                batches, _ = scan_batches(chunk)
+                for pos, header in batches:
+                    raw = memoryview(chunk)[pos : pos + header.size]
+                    try:
+                        records = iter_records(raw)
+                        for record_offset, timestamp, key, value in records:
+                            if key is None:
+                                raise CorruptLogError(
+                                    f"{plog.directory}: record at offset {record_offset} has no key"
+                                )
+                            yield key, value, timestamp
+                    except RecordBatchError as exc:
                         raise CorruptLogError(
-                            f"{plog.directory}: record at offset {batch.offset_of(record)} has no key"
-                        )
-                    yield record.key, record.value, batch.timestamp_of(record)
+                            f"{plog.directory}: batch at offset {header.base_offset} cannot be replayed: {exc}"
+                        ) from None
+                    offset = header.base_offset + header.last_offset_delta + 1
 
     def close(self) -> None:
         """Close every partition log (without fsync: ``sync`` first to keep writes)."""

@@ -40,9 +40,12 @@ class TopicOffsets:
             self.epochs.extend([-1] * missing)
 
     def put(self, partition: int, value: OffsetValue) -> None:
-        if not 0 <= partition < MAX_PARTITION:
+        if partition >= len(self.offsets):
+            if not 0 <= partition < MAX_PARTITION:
+                raise ValueError(f"partition {partition} out of range")
+            self._grow(partition)
+        elif partition < 0:
             raise ValueError(f"partition {partition} out of range")
-        self._grow(partition)
         if self.commit_ts[partition] == _ABSENT:
             self.count += 1
         self.offsets[partition] = value.offset
