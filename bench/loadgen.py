@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,7 +154,7 @@ async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes]
     return result
 
 
-async def run_connections(address: tuple[str, int], factories: list[Callable[[int], bytes]],
+async def run_connections(address: tuple[str, int], factories: Sequence[Callable[[int], bytes]],
                           seconds: float, depth: int) -> Result:
     total = Result()
 
@@ -290,13 +290,16 @@ async def fetch_everything(address: tuple[str, int], topic: str, partitions: int
             wanted = [p for p in offsets if p not in ends or offsets[p] < ends[p]]
             if not wanted:
                 break
-            body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
+            # As a consumer sends it (Tansu answers min_bytes=0 with no partitions at all).
+            body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes,
                     "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
                     "rack_id": "", "topics": [{"topic": topic, "partitions": [
                         {"partition": p, "current_leader_epoch": -1, "fetch_offset": offsets[p],
                          "log_start_offset": -1, "partition_max_bytes": max_bytes // max(1, len(wanted))}
                         for p in wanted]}]}
             reply = await conn.request(1, 11, body)
+            if not reply.responses:
+                raise RuntimeError("Fetch answered with no partitions")
             for part in reply.responses[0].partitions:
                 ends[part.partition_index] = part.high_watermark
                 data = part.records or b""

@@ -1,0 +1,93 @@
+"""Where the broker's time goes: py-spy samples kcoord while the load generator runs.
+
+    python -m bench.profile [--workload commit|heartbeat|fetch] [--seconds 8]
+
+Prints the functions with the most samples (own time and total time), so the claims in
+docs/benchmarks.md about what limits each figure can be checked. Needs py-spy
+(``pip install py-spy``) and permission to ptrace the broker (root, or the same user with
+ptrace allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import trio
+
+from bench import loadgen
+from bench.brokers import start_kcoord
+
+
+def _workload(name: str, address: tuple[str, int], seconds: float) -> None:
+    if name == "commit":
+        trio.run(loadgen.create_topic, address, "bench", 1)
+        factories = [loadgen.commit_factory(f"profile-{i}", "bench", 1) for i in range(8)]
+        trio.run(loadgen.run_connections, address, factories, seconds, 8)
+    elif name == "fetch":
+        trio.run(loadgen.create_topic, address, "bench", 1)
+        factories = [loadgen.fetch_offsets_factory(f"profile-{i}", "bench", 1) for i in range(8)]
+        trio.run(loadgen.run_connections, address, factories, seconds, 8)
+    else:
+        elapsed, members = trio.run(loadgen.form_group, address, "profile", 10, 30.0)
+        assert elapsed is not None, "the group did not form"
+        factories = [loadgen.heartbeat_factory("profile", m, g) for _, m, g in members]
+        trio.run(loadgen.run_connections, address, factories, seconds, 8)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workload", choices=["commit", "heartbeat", "fetch"], default="commit")
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args(argv)
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    broker = start_kcoord({"group.initial.rebalance.delay.ms": 0})
+    out = Path(tempfile.mkdtemp()) / "profile.txt"
+    try:
+        recorder = subprocess.Popen([py_spy, "record", "--pid", str(broker.proc.pid), "--format", "raw",
+                                     "--duration", str(int(args.seconds)), "--rate", "200",
+                                     "--output", str(out), "--nonblocking"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        load = threading.Thread(target=_workload, args=(args.workload, broker.address, args.seconds + 1))
+        load.start()
+        recorder.wait(args.seconds + 60)
+        load.join()
+    finally:
+        broker.stop()
+    own: collections.Counter[str] = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
+    samples = 0
+    for line in out.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        count = int(count_text)
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
+                  if " (" in f else f for f in stack.split(";")]
+        samples += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            total[frame] += count
+    print(f"{samples} samples while kcoord served the {args.workload} workload\n")
+    print("own time:")
+    for frame, count in own.most_common(args.top):
+        print(f"  {100 * count / samples:5.1f}%  {frame}")
+    print("\ntotal time (inclusive), project code:")
+    shown = 0
+    for frame, count in total.most_common():
+        if any(part in frame for part in ("broker", "protocol", "storage", "coordinator", "codec", "compiled",
+                                          "server.py", "router", "group_service", "records")):
+            print(f"  {100 * count / samples:5.1f}%  {frame}")
+            shown += 1
+            if shown == args.top:
+                break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
