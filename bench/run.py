@@ -198,14 +198,14 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         "kcoord and Tansu are measured by the same protocol-level load generator on the same machine,",
         f"in {bench.rounds} alternating rounds; each value is the median over rounds. *Ratio* is",
         "kcoord/Tansu for throughput and Tansu/kcoord for latency and time, so a ratio above 1.0",
-        "means kcoord is ahead. *CPU ms/1k* is broker-side CPU (user+system, from /proc) per 1,000",
+        "means kcoord is ahead. *CPU s/1k* is broker-side CPU seconds (user+system, from /proc) per 1,000",
         "requests (for Fetch records/s: per 1,000 records), which separates the broker's cost",
         "from the load generator sharing the cores.",
         "",
         "Durability differs and favours Tansu: kcoord fsyncs every OffsetCommit before answering",
         "(`log.flush.policy=durable`, group commit); Tansu runs with `memory://` storage.",
         "",
-        "| workload | kcoord | Tansu | ratio | kcoord CPU ms/1k | Tansu CPU ms/1k |",
+        "| workload | kcoord | Tansu | ratio | kcoord CPU s/1k | Tansu CPU s/1k |",
         "|---|---|---|---|---|---|",
     ]
     for figure in bench.figures.values():

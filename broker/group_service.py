@@ -51,6 +51,7 @@ class GroupService:
         self._waiting: deque[tuple[int, Slot]] = deque()  # (needed written_seq, slot)
         self._flush_needed = trio.Event()
         self._timers_changed = trio.Event()
+        self._sleeping_until: int | None = None
         self.flushes = 0
 
     @classmethod
@@ -118,7 +119,11 @@ class GroupService:
                 slot.event.set()
             else:
                 self._waiting.append((needed, slot))
-        self._timers_changed.set()
+        # Wake the timer task only if the earliest deadline moved earlier than what it
+        # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
+        deadline = self.coordinator.next_deadline()
+        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
+            self._timers_changed.set()
 
     # ---------------------------------------------------------------- background tasks
 
@@ -178,6 +183,7 @@ class GroupService:
         while True:
             deadline = self.coordinator.next_deadline()
             self._timers_changed = trio.Event()
+            self._sleeping_until = deadline
             if deadline is None:
                 await self._timers_changed.wait()
                 continue
@@ -186,6 +192,7 @@ class GroupService:
                 with trio.move_on_after(delay):
                     await self._timers_changed.wait()
                     continue
+            self._sleeping_until = None
             self.apply(self.coordinator.on_time(self.clock()))
 
     async def close(self) -> None:

@@ -133,15 +133,27 @@ class Connection:
                     await send.send(outcome)
 
     async def _write(self, receive: trio.MemoryReceiveChannel[bytes | Slot]) -> None:
+        """Send replies in request order; replies already ready go out in one send."""
         async with receive:
             async for item in receive:
-                if isinstance(item, Slot):
-                    await item.event.wait()
-                    if item.frame is None:
-                        continue
-                    await self.stream.send_all(item.frame)
-                else:
-                    await self.stream.send_all(item)
+                ready: list[bytes] = []
+                while True:
+                    if isinstance(item, Slot):
+                        if not item.event.is_set():
+                            if ready:  # flush what is ready before waiting on this one
+                                await self.stream.send_all(b"".join(ready))
+                                ready.clear()
+                            await item.event.wait()
+                        if item.frame is not None:
+                            ready.append(item.frame)
+                    else:
+                        ready.append(item)
+                    try:
+                        item = receive.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                if ready:
+                    await self.stream.send_all(b"".join(ready) if len(ready) > 1 else ready[0])
 
 
 class Server:

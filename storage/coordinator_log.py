@@ -20,11 +20,11 @@ from pathlib import Path
 
 from protocol.consumer_offsets import partition_for
 from protocol.records import RecordBatchError, iter_records, scan_batches
-
-REPLAY_CHUNK = 8 << 20  # bytes of whole batches read per step at start-up
 from storage.cleaner import CleanResult
 from storage.partition import CorruptLogError, PartitionLog
 from storage.segment import fsync_directory
+
+REPLAY_CHUNK = 8 << 20  # bytes of whole batches read per step at start-up
 
 __all__ = ["TOPIC", "CoordinatorLog", "PartitionCountError"]
 
