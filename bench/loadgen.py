@@ -311,3 +311,49 @@ async def fetch_everything(address: tuple[str, int], topic: str, partitions: int
     finally:
         await conn.aclose()
     return total_bytes, total_records, time.perf_counter() - begin
+
+
+# ---------------------------------------------------------------- several processes
+
+FactorySpec = tuple[str, tuple[Any, ...]]  # (factory function name in this module, its args)
+
+
+def _build(spec: FactorySpec) -> Callable[[int], bytes]:
+    name, args = spec
+    factory: Callable[[int], bytes] = globals()[name](*args)
+    return factory
+
+
+def _worker(address: tuple[str, int], specs: list[FactorySpec], seconds: float, depth: int,
+            results: Any) -> None:
+    result = trio.run(run_connections, address, [_build(s) for s in specs], seconds, depth)
+    results.put((result.requests, result.errors, result.latencies))
+
+
+def run_processes(address: tuple[str, int], specs: Sequence[FactorySpec], seconds: float, depth: int,
+                  processes: int) -> Result:
+    """Spread connections over ``processes`` worker processes (one process: run in place).
+
+    A single Python process can become the bottleneck against a fast broker; the
+    connections are dealt round-robin to the workers and their results merged.
+    """
+    if processes <= 1:
+        return trio.run(run_connections, address, [_build(s) for s in specs], seconds, depth)
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    shares = [list(specs[i::processes]) for i in range(processes)]
+    workers = [context.Process(target=_worker, args=(address, share, seconds, depth, results))
+               for share in shares if share]
+    begin = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    total = Result()
+    for _ in workers:
+        requests, errors, latencies = results.get(timeout=seconds + 120)
+        total.merge(Result(requests, errors, latencies))
+    for worker in workers:
+        worker.join(30)
+    total.seconds = time.perf_counter() - begin
+    return total

