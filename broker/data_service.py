@@ -31,7 +31,9 @@ MAX_TIMESTAMP = -3
 
 
 class DataService:
-    def __init__(self, catalog: TopicCatalog, clock_ms: Any, durable: bool = True) -> None:
+    def __init__(self, catalog: TopicCatalog, clock_ms: Any, durable: bool = True,
+                 retention_check_ms: int = 300_000) -> None:
+        self.retention_check_ms = retention_check_ms
         self.catalog = catalog
         self.clock_ms = clock_ms
         self.durable = durable
@@ -49,7 +51,30 @@ class DataService:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._flusher)
+            nursery.start_soon(self._retention_loop)
             task_status.started()
+
+    async def _retention_loop(self) -> None:
+        """Kafka's log.retention.check.interval.ms task for topics with the delete policy."""
+        interval = self.retention_check_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                await trio.to_thread.run_sync(self.enforce_retention, self.clock_ms())
+            except Exception:
+                log.exception("retention check failed; will retry")
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Apply each delete-policy topic's retention.ms / retention.bytes; segments deleted."""
+        deleted = 0
+        for topic in list(self.catalog.topics.values()):
+            if "delete" not in topic.config("cleanup.policy").split(","):
+                continue
+            retention_ms = int(topic.config("retention.ms"))
+            retention_bytes = int(topic.config("retention.bytes"))
+            for partition in list(topic.partitions):
+                deleted += partition.enforce_retention(now_ms, retention_ms, retention_bytes)
+        return deleted
 
     async def _flusher(self) -> None:
         while True:

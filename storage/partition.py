@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protocol.records import (
+    HEADER_SIZE,
     MAGIC,
     RecordBatch,
     RecordBatchError,
@@ -94,6 +95,7 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._clean_lock = threading.Lock()
+        self._newest: dict[Path, tuple[int, int]] = {}  # sealed segment -> (size, newest timestamp)
         self._dirty: set[Segment] = set()
         self._closed = False
         self._segments: list[Segment] = []
@@ -296,6 +298,53 @@ class PartitionLog:
                 segment.close()
 
     # --- compaction -------------------------------------------------------------------
+
+    def enforce_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
+        """Delete whole sealed segments, oldest first, as Kafka's delete policy does.
+
+        A segment goes when its newest record is more than ``retention_ms`` old, or while
+        the log would still hold at least ``retention_bytes`` without it (-1 disables
+        either rule). The active segment is never deleted. Returns how many went; the log
+        start offset moves to the first segment kept. Readers already holding a deleted
+        segment keep reading it: its file is unlinked, and closed when they let go.
+        """
+        with self._clean_lock:
+            with self._lock:
+                if self._closed:
+                    return 0
+                sealed = list(self._segments[:-1])
+                total = sum(segment.size for segment in self._segments)
+            doomed: list[Segment] = []
+            for segment in sealed:
+                too_old = retention_ms >= 0 and now_ms - self._newest_timestamp(segment) > retention_ms
+                too_big = retention_bytes >= 0 and total - segment.size >= retention_bytes
+                if not (too_old or too_big):
+                    break
+                doomed.append(segment)
+                total -= segment.size
+            if not doomed:
+                return 0
+            with self._lock:
+                gone = {id(segment) for segment in doomed}
+                self._segments = [s for s in self._segments if id(s) not in gone]
+            for segment in doomed:
+                segment.path.unlink(missing_ok=True)
+                self._newest.pop(segment.path, None)
+            fsync_directory(self.directory)
+            log.info("%s: retention deleted %d segments; log starts at offset %d",
+                     self.directory.name, len(doomed), self.log_start_offset)
+            return len(doomed)
+
+    def _newest_timestamp(self, segment: Segment) -> int:
+        """The largest batch max_timestamp of a sealed (immutable) segment, cached."""
+        cached = self._newest.get(segment.path)
+        if cached is not None and cached[0] == segment.size:
+            return cached[1]
+        newest = -1
+        for pos in segment.positions:
+            newest = max(newest, peek_batch_header(segment.read(pos, HEADER_SIZE)).max_timestamp)
+        self._newest[segment.path] = (segment.size, newest)
+        return newest
 
     def compact(self, now_ms: int, delete_retention_ms: int) -> CleanResult:
         """Compact the sealed segments (see ``storage.cleaner.clean_log``); appends carry on.

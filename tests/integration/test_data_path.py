@@ -225,3 +225,33 @@ def test_acks_zero_gets_no_response_but_is_stored(broker: BrokerProcess) -> None
         body = {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": "fire", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
         wait_until(lambda: client.request(2, 5, body).topics[0].partitions[0].offset == 1, 10, "the write")
+
+
+def test_retention_deletes_old_segments_and_moves_the_log_start(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory({"log.retention.check.interval.ms": 100})  # type: ignore[operator]
+    with WireClient(broker.host, broker.port) as client:
+        created = client.request(19, 5, {"topics": [{"name": "short", "num_partitions": 1, "replication_factor": 1,
+                                                      "assignments": [], "configs": [
+                                                          {"name": "segment.bytes", "value": "1024"},
+                                                          {"name": "retention.bytes", "value": "2048"}]}],
+                                         "timeout_ms": 5000, "validate_only": False}).topics[0]
+        assert created.error_code == 0
+        for i in range(40):
+            batch = encode_batch(build_records([(None, b"x" * 200)]), base_timestamp=int(time.time() * 1000))
+            assert _produce_raw(client, "short", batch).error_code == 0
+
+        def earliest() -> int:
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "short", "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]}
+            return int(client.request(2, 5, body).topics[0].partitions[0].offset)
+
+        wait_until(lambda: earliest() > 0, 15, "retention to move the log start")
+        start = earliest()
+        fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                 "topics": [{"topic": "short", "partitions": [
+                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                      "partition_max_bytes": 1 << 20}]}]}
+        gone = client.request(1, 11, fetch).responses[0].partitions[0]
+        assert (gone.error_code, gone.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, start)
+    assert sum(f.stat().st_size for f in (broker.data_dir / "short-0").glob("*.log")) < 40 * 200
