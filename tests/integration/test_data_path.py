@@ -236,7 +236,7 @@ def test_retention_deletes_old_segments_and_moves_the_log_start(broker_factory: 
                                                           {"name": "retention.bytes", "value": "2048"}]}],
                                          "timeout_ms": 5000, "validate_only": False}).topics[0]
         assert created.error_code == 0
-        for i in range(40):
+        for _ in range(40):
             batch = encode_batch(build_records([(None, b"x" * 200)]), base_timestamp=int(time.time() * 1000))
             assert _produce_raw(client, "short", batch).error_code == 0
 

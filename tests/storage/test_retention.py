@@ -26,7 +26,7 @@ def test_size_retention_keeps_at_least_retention_bytes_and_never_the_active_segm
     assert log.size_bytes >= 2048 > log.size_bytes - 1024  # no further segment could go
     assert log.size_bytes < before
     assert log.log_start_offset > 0
-    assert [o for o, _ in log.read_batches(0)][0] == log.log_start_offset  # reads start at the new start
+    assert next(o for o, _ in log.read_batches(0)) == log.log_start_offset  # reads start at the new start
     assert len(log.segments) >= 1
     assert log.enforce_retention(now_ms=0, retention_ms=-1, retention_bytes=0) >= 0
     assert len(log.segments) == 1  # the active segment always stays
