@@ -32,8 +32,9 @@ MAX_TIMESTAMP = -3
 
 class DataService:
     def __init__(self, catalog: TopicCatalog, clock_ms: Any, durable: bool = True,
-                 retention_check_ms: int = 300_000) -> None:
+                 retention_check_ms: int = 300_000, cleaner: dict[str, Any] | None = None) -> None:
         self.retention_check_ms = retention_check_ms
+        self.cleaner = cleaner  # None: compacted topics are not cleaned
         self.catalog = catalog
         self.clock_ms = clock_ms
         self.durable = durable
@@ -65,15 +66,20 @@ class DataService:
                 log.exception("retention check failed; will retry")
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Apply each delete-policy topic's retention.ms / retention.bytes; segments deleted."""
+        """Apply each topic's cleanup.policy: delete (retention.ms / retention.bytes) and/or
+        compact (the same cleaner as the coordinator log). Returns segments deleted."""
         deleted = 0
         for topic in list(self.catalog.topics.values()):
-            if "delete" not in topic.config("cleanup.policy").split(","):
-                continue
-            retention_ms = int(topic.config("retention.ms"))
-            retention_bytes = int(topic.config("retention.bytes"))
+            policies = topic.config("cleanup.policy").split(",")
             for partition in list(topic.partitions):
-                deleted += partition.enforce_retention(now_ms, retention_ms, retention_bytes)
+                if "compact" in policies and self.cleaner is not None \
+                        and partition.dirty_ratio() >= self.cleaner["min_dirty_ratio"]:
+                    result = partition.compact(now_ms, self.cleaner["delete_retention_ms"])
+                    if result.bytes_after != result.bytes_before:
+                        log.info("compacted %s: %s", partition.directory.name, result)
+                if "delete" in policies:
+                    deleted += partition.enforce_retention(
+                        now_ms, int(topic.config("retention.ms")), int(topic.config("retention.bytes")))
         return deleted
 
     async def _flusher(self) -> None:

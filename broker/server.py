@@ -233,7 +233,8 @@ class Server:
         groups.register(self.router, self.groups, catalog.partition_exists if require_known else None)
         durable = self.config["log.flush.policy"] == "durable"
         self.data = DataService(catalog, self.groups.clock, durable,
-                                retention_check_ms=self.config["log.retention.check.interval.ms"])
+                                retention_check_ms=self.config["log.retention.check.interval.ms"],
+                                cleaner=self.groups.cleaner)
         data_service.register(self.router, self.data)
         async with trio.open_nursery() as background:
             await background.start(self.groups.run)

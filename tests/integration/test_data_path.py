@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.records import build_records, encode_batch
+from protocol.records import build_records, encode_batch, iter_batches
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic, wait_until
 from tests.support.wire import WireClient
@@ -255,3 +255,42 @@ def test_retention_deletes_old_segments_and_moves_the_log_start(broker_factory: 
         gone = client.request(1, 11, fetch).responses[0].partitions[0]
         assert (gone.error_code, gone.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, start)
     assert sum(f.stat().st_size for f in (broker.data_dir / "short-0").glob("*.log")) < 40 * 200
+
+
+def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory({  # type: ignore[operator]
+        "log.retention.check.interval.ms": 100, "log.cleaner.min.cleanable.ratio": 0.0})
+    with WireClient(broker.host, broker.port) as client:
+        created = client.request(19, 5, {"topics": [{"name": "table", "num_partitions": 1, "replication_factor": 1,
+                                                      "assignments": [], "configs": [
+                                                          {"name": "segment.bytes", "value": "1024"},
+                                                          {"name": "cleanup.policy", "value": "compact"}]}],
+                                         "timeout_ms": 5000, "validate_only": False}).topics[0]
+        assert created.error_code == 0
+        for round_no in range(20):
+            for key in ("a", "b", "c"):
+                batch = encode_batch(build_records([(key.encode(), f"{key}{round_no}".encode())]),
+                                     base_timestamp=int(time.time() * 1000))
+                assert _produce_raw(client, "table", batch).error_code == 0
+        broker.wait_for_log("compacted table-0", timeout=15)
+        fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                 "topics": [{"topic": "table", "partitions": [
+                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                      "partition_max_bytes": 1 << 20}]}]}
+        records: list[tuple[int, bytes]] = []
+        while True:
+            part = client.request(1, 11, fetch).responses[0].partitions[0]
+            batches = list(iter_batches(part.records or b""))
+            if not batches:
+                break
+            for _, batch in batches:
+                records.extend((batch.offset_of(r), r.value) for r in batch.records or [])
+            fetch["topics"][0]["partitions"][0]["fetch_offset"] = batches[-1][1].next_offset
+    # Older values of each key in sealed segments are gone; the newest of each survives,
+    # at its original offset, and offsets still only grow.
+    assert len(records) < 60
+    assert [o for o, _ in records] == sorted({o for o, _ in records})
+    latest = {value[:1]: value for _, value in records}
+    assert latest == {b"a": b"a19", b"b": b"b19", b"c": b"c19"}
+    assert records[-1][0] == 59
