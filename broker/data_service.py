@@ -286,7 +286,11 @@ class DataService:
         if timestamp == LATEST:
             return -1, partition.next_offset
         best: tuple[int, int] = (-1, -1)
-        for _, batch in partition.read_batches(partition.log_start_offset):
+        start = partition.log_start_offset
+        if timestamp != MAX_TIMESTAMP:
+            # Skip whole segments whose newest record is older than the timestamp.
+            start = next(iter(partition.segments_from_timestamp(timestamp)), start)
+        for _, batch in partition.read_batches(start):
             if timestamp == MAX_TIMESTAMP:
                 if batch.max_timestamp > best[0]:
                     best = (batch.max_timestamp, DataService._offset_of_max(batch))

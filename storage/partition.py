@@ -335,6 +335,19 @@ class PartitionLog:
                      self.directory.name, len(doomed), self.log_start_offset)
             return len(doomed)
 
+    def segments_from_timestamp(self, timestamp: int) -> Iterator[int]:
+        """Base offsets of the segments that may hold a record at or after ``timestamp``.
+
+        A segment-level time index: sealed segments whose newest batch is older than
+        ``timestamp`` are skipped without reading their records (their newest timestamp is
+        cached); the active segment is always a candidate.
+        """
+        with self._lock:
+            segments = list(self._segments)
+        for i, segment in enumerate(segments):
+            if i == len(segments) - 1 or self._newest_timestamp(segment) >= timestamp:
+                yield segment.base_offset
+
     def _newest_timestamp(self, segment: Segment) -> int:
         """The largest batch max_timestamp of a sealed (immutable) segment, cached."""
         cached = self._newest.get(segment.path)

@@ -294,3 +294,30 @@ def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory: object) 
     latest = {value[:1]: value for _, value in records}
     assert latest == {b"a": b"a19", b"b": b"b19", b"c": b"c19"}
     assert records[-1][0] == 59
+
+
+@pytest.mark.parametrize("version", [1, 4, 7])
+def test_list_offsets_by_timestamp(broker: BrokerProcess, version: int) -> None:
+    with WireClient(broker.host, broker.port) as client:
+        client.request(19, 5, {"topics": [{"name": "timed", "num_partitions": 1, "replication_factor": 1,
+                                            "assignments": [], "configs": [{"name": "segment.bytes", "value": "1024"}]}],
+                               "timeout_ms": 5000, "validate_only": False})
+        base = 1_700_000_000_000
+        for i in range(30):  # offset i has timestamp base + 1000 * i
+            batch = encode_batch(build_records([(None, b"x" * 100)]), base_timestamp=base + 1000 * i)
+            assert _produce_raw(client, "timed", batch).error_code == 0
+
+        def lookup(timestamp: int) -> tuple[int, int]:
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "timed", "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
+            part = client.request(2, version, body).topics[0].partitions[0]
+            assert part.error_code == 0
+            return int(part.timestamp), int(part.offset)
+
+        assert lookup(base + 17_500) == (base + 18_000, 18)  # first record at or after
+        assert lookup(base) == (base, 0)
+        assert lookup(base + 29_000) == (base + 29_000, 29)
+        assert lookup(base + 99_000) == (-1, -1)  # nothing that late
+        assert lookup(-2)[1] == 0 and lookup(-1)[1] == 30
+        if version >= 7:
+            assert lookup(-3) == (base + 29_000, 29)  # max timestamp

@@ -58,3 +58,15 @@ def test_nothing_to_delete_when_both_rules_are_off(tmp_path: Path) -> None:
     _fill(log, 20)
     assert log.enforce_retention(now_ms=10**15, retention_ms=-1, retention_bytes=-1) == 0
     assert log.log_start_offset == 0
+
+
+def test_segment_time_index_skips_segments_older_than_the_timestamp(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", segment_bytes=1024)
+    _fill(log, 40, lambda i: 1_000 * i)  # timestamps grow with offsets
+    bases = [int(p.name.split(".")[0]) for p in log.segments]
+    assert len(bases) > 4
+    candidates = list(log.segments_from_timestamp(25_000))
+    assert candidates[0] > 0  # earlier segments were skipped
+    assert candidates[0] <= 25 < (candidates[1] if len(candidates) > 1 else log.next_offset)
+    assert candidates[-1] == bases[-1]  # the active segment is always a candidate
+    assert list(log.segments_from_timestamp(0)) == bases
