@@ -321,3 +321,29 @@ def test_list_offsets_by_timestamp(broker: BrokerProcess, version: int) -> None:
         assert lookup(-2)[1] == 0 and lookup(-1)[1] == 30
         if version >= 7:
             assert lookup(-3) == (base + 29_000, 29)  # max timestamp
+
+
+def test_lag_from_the_admin_apis(broker: BrokerProcess) -> None:
+    """Lag = high watermark - committed offset, read the way admin tools read it."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker.bootstrap, "lagging", 2)
+    _produce_keyed(broker.bootstrap, "lagging", 0, 100, partitioner="murmur2")
+    with WireClient(broker.host, broker.port) as client:
+        commit = {"group_id": "slow", "generation_id_or_member_epoch": -1, "member_id": "",
+                  "group_instance_id": None, "topics": [{"name": "lagging", "partitions": [
+                      {"partition_index": p, "committed_offset": 10, "committed_leader_epoch": -1,
+                       "committed_metadata": ""} for p in (0, 1)]}]}
+        assert all(p.error_code == 0 for t in client.request(8, 8, commit).topics for p in t.partitions)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    request = [ConsumerGroupTopicPartitions("slow", [TopicPartition("lagging", 0), TopicPartition("lagging", 1)])]
+    committed = admin.list_consumer_group_offsets(request)["slow"].result(timeout=30).topic_partitions
+    watermarks = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lag-probe"})
+    try:
+        lag = {tp.partition: watermarks.get_watermark_offsets(tp, timeout=10)[1] - tp.offset for tp in committed}
+        ends = {p: watermarks.get_watermark_offsets(TopicPartition("lagging", p), timeout=10)[1] for p in (0, 1)}
+    finally:
+        watermarks.close()
+    assert sum(ends.values()) == 100
+    assert lag == {p: ends[p] - 10 for p in (0, 1)}
