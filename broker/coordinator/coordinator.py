@@ -39,6 +39,8 @@ from protocol.errors import ErrorCode
 log = logging.getLogger("kcoord.coordinator")
 
 INT32_MIN = -2147483648
+# Kafka AclOperation codes a group supports: READ (3), DELETE (6), DESCRIBE (8).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 
 E = ErrorCode
@@ -780,13 +782,16 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ admin (§10, §11)
 
     def describe_groups(self, ticket: int, now: int, version: int, body: Any) -> Effects:
+        # Without an authorizer every operation a group supports is allowed; Kafka reports
+        # them only when asked (v3+), else INT32_MIN.
+        operations = GROUP_OPERATIONS if body.get("include_authorized_operations") else INT32_MIN
         described = []
         for group_id in body.groups:
             group = self.groups.get(group_id)
             if group is None or group.state is S.DEAD:
                 described.append({
                     "error_code": 0, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
-                    "protocol_data": "", "members": [], "authorized_operations": INT32_MIN,
+                    "protocol_data": "", "members": [], "authorized_operations": operations,
                 })
                 continue
             stable = group.state is S.STABLE
@@ -807,7 +812,7 @@ class GroupCoordinator:
                     }
                     for m in group.members.values()
                 ],
-                "authorized_operations": INT32_MIN,
+                "authorized_operations": operations,
             })
         fx = Effects()
         fx.reply(ticket, {"throttle_time_ms": 0, "groups": described})
