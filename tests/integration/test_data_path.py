@@ -169,6 +169,30 @@ def _produce_raw(client: WireClient, topic: str, records: bytes, acks: int = -1)
         {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}).responses[0].partition_responses[0]
 
 
+def _fetch_request(topic: str, offset: int, max_wait_ms: int = 0, min_bytes: int = 0) -> dict[str, Any]:
+    """A Fetch v11 body for partition 0 of ``topic`` from ``offset``."""
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+            "rack_id": "", "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}]}
+
+
+def _list_offsets_request(topic: str, timestamp: int) -> dict[str, Any]:
+    """A ListOffsets body for partition 0 of ``topic`` (-1 latest, -2 earliest, -3 max timestamp)."""
+    return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
+
+
+def _create_with_configs(client: WireClient, topic: str, configs: dict[str, str]) -> None:
+    """CreateTopics (one partition) with topic-level configs; must succeed."""
+    created = client.request(19, 5, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                                                  "assignments": [], "configs": [
+                                                      {"name": k, "value": v} for k, v in configs.items()]}],
+                                     "timeout_ms": 5000, "validate_only": False}).topics[0]
+    assert created.error_code == 0
+
+
 def test_bad_produce_and_fetch_input_gets_the_right_errors(broker_factory: object) -> None:
     broker: BrokerProcess = broker_factory({"auto.create.topics.enable": "false"})  # type: ignore[operator]
     create_topic(broker.bootstrap, "strict", 1)
@@ -183,18 +207,13 @@ def test_bad_produce_and_fetch_input_gets_the_right_errors(broker_factory: objec
         assert _produce_raw(client, "absent", batch).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         ok = _produce_raw(client, "strict", batch)
         assert (ok.error_code, ok.base_offset) == (0, 0)  # nothing bad was stored before it
-        fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
-                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-                 "topics": [{"topic": "strict", "partitions": [
-                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 5, "log_start_offset": -1,
-                      "partition_max_bytes": 1 << 20}]}]}
+        fetch = _fetch_request("strict", 5)
         beyond = client.request(1, 11, fetch).responses[0].partitions[0]
         assert (beyond.error_code, beyond.high_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, 1)
         fetch["topics"][0]["partitions"][0]["fetch_offset"] = 0
         good = client.request(1, 11, fetch).responses[0].partitions[0]
         assert good.error_code == 0 and good.records == batch[:8] + good.records[8:] and len(good.records) == len(batch)
-        listed = client.request(2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": "strict", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        listed = client.request(2, 5, _list_offsets_request("strict", -1))
         assert listed.topics[0].partitions[0].offset == 1
 
 
@@ -202,12 +221,7 @@ def test_fetch_long_poll_wakes_on_new_data(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "waiting", 1)
     batch = encode_batch(build_records([(None, b"hello")]), base_timestamp=int(time.time() * 1000))
     with WireClient(broker.host, broker.port, timeout=30) as reader, WireClient(broker.host, broker.port) as writer:
-        cid = reader.send(1, 11, {"replica_id": -1, "max_wait_ms": 20000, "min_bytes": 1, "max_bytes": 1 << 20,
-                                  "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                                  "forgotten_topics_data": [], "rack_id": "", "topics": [
-                                      {"topic": "waiting", "partitions": [
-                                          {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                                           "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+        cid = reader.send(1, 11, _fetch_request("waiting", 0, max_wait_ms=20000, min_bytes=1))
         started = time.monotonic()
         assert _produce_raw(writer, "waiting", batch, acks=1).error_code == 0
         answer = reader.receive(1, 11, cid).responses[0].partitions[0]
@@ -222,36 +236,24 @@ def test_acks_zero_gets_no_response_but_is_stored(broker: BrokerProcess) -> None
         client.send(0, 8, {"transactional_id": None, "acks": 0, "timeout_ms": 5000, "topic_data": [
             {"name": "fire", "partition_data": [{"index": 0, "records": batch}]}]})
         # The next reply on this connection is the ListOffsets one: acks=0 produced none.
-        body = {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": "fire", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+        body = _list_offsets_request("fire", -1)
         wait_until(lambda: client.request(2, 5, body).topics[0].partitions[0].offset == 1, 10, "the write")
 
 
 def test_retention_deletes_old_segments_and_moves_the_log_start(broker_factory: object) -> None:
     broker: BrokerProcess = broker_factory({"log.retention.check.interval.ms": 100})  # type: ignore[operator]
     with WireClient(broker.host, broker.port) as client:
-        created = client.request(19, 5, {"topics": [{"name": "short", "num_partitions": 1, "replication_factor": 1,
-                                                      "assignments": [], "configs": [
-                                                          {"name": "segment.bytes", "value": "1024"},
-                                                          {"name": "retention.bytes", "value": "2048"}]}],
-                                         "timeout_ms": 5000, "validate_only": False}).topics[0]
-        assert created.error_code == 0
+        _create_with_configs(client, "short", {"segment.bytes": "1024", "retention.bytes": "2048"})
         for _ in range(40):
             batch = encode_batch(build_records([(None, b"x" * 200)]), base_timestamp=int(time.time() * 1000))
             assert _produce_raw(client, "short", batch).error_code == 0
 
         def earliest() -> int:
-            body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "short", "partitions": [
-                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]}
-            return int(client.request(2, 5, body).topics[0].partitions[0].offset)
+            return int(client.request(2, 5, _list_offsets_request("short", -2)).topics[0].partitions[0].offset)
 
         wait_until(lambda: earliest() > 0, 15, "retention to move the log start")
         start = earliest()
-        fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
-                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-                 "topics": [{"topic": "short", "partitions": [
-                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
-                      "partition_max_bytes": 1 << 20}]}]}
+        fetch = _fetch_request("short", 0)
         gone = client.request(1, 11, fetch).responses[0].partitions[0]
         assert (gone.error_code, gone.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, start)
     assert sum(f.stat().st_size for f in (broker.data_dir / "short-0").glob("*.log")) < 40 * 200
@@ -261,23 +263,14 @@ def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory: object) 
     broker: BrokerProcess = broker_factory({  # type: ignore[operator]
         "log.retention.check.interval.ms": 100, "log.cleaner.min.cleanable.ratio": 0.0})
     with WireClient(broker.host, broker.port) as client:
-        created = client.request(19, 5, {"topics": [{"name": "table", "num_partitions": 1, "replication_factor": 1,
-                                                      "assignments": [], "configs": [
-                                                          {"name": "segment.bytes", "value": "1024"},
-                                                          {"name": "cleanup.policy", "value": "compact"}]}],
-                                         "timeout_ms": 5000, "validate_only": False}).topics[0]
-        assert created.error_code == 0
+        _create_with_configs(client, "table", {"segment.bytes": "1024", "cleanup.policy": "compact"})
         for round_no in range(20):
             for key in ("a", "b", "c"):
                 batch = encode_batch(build_records([(key.encode(), f"{key}{round_no}".encode())]),
                                      base_timestamp=int(time.time() * 1000))
                 assert _produce_raw(client, "table", batch).error_code == 0
         broker.wait_for_log("compacted table-0", timeout=15)
-        fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
-                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-                 "topics": [{"topic": "table", "partitions": [
-                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
-                      "partition_max_bytes": 1 << 20}]}]}
+        fetch = _fetch_request("table", 0)
         records: list[tuple[int, bytes]] = []
         while True:
             part = client.request(1, 11, fetch).responses[0].partitions[0]
@@ -299,18 +292,14 @@ def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory: object) 
 @pytest.mark.parametrize("version", [1, 4, 7])
 def test_list_offsets_by_timestamp(broker: BrokerProcess, version: int) -> None:
     with WireClient(broker.host, broker.port) as client:
-        client.request(19, 5, {"topics": [{"name": "timed", "num_partitions": 1, "replication_factor": 1,
-                                            "assignments": [], "configs": [{"name": "segment.bytes", "value": "1024"}]}],
-                               "timeout_ms": 5000, "validate_only": False})
+        _create_with_configs(client, "timed", {"segment.bytes": "1024"})
         base = 1_700_000_000_000
         for i in range(30):  # offset i has timestamp base + 1000 * i
             batch = encode_batch(build_records([(None, b"x" * 100)]), base_timestamp=base + 1000 * i)
             assert _produce_raw(client, "timed", batch).error_code == 0
 
         def lookup(timestamp: int) -> tuple[int, int]:
-            body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "timed", "partitions": [
-                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
-            part = client.request(2, version, body).topics[0].partitions[0]
+            part = client.request(2, version, _list_offsets_request("timed", timestamp)).topics[0].partitions[0]
             assert part.error_code == 0
             return int(part.timestamp), int(part.offset)
 
