@@ -312,6 +312,25 @@ class Harness:
         assert self.state(group) is S.STABLE
         return order
 
+    def consumer_group(self, group: str, subscriptions: list[bytes], *, protocol_type: str = "consumer",
+                       **member: Any) -> list[str]:
+        """A Stable group whose members carry the given subscription bytes (one member each,
+        in order); ``member`` goes to ``new_member`` (e.g. session, rebalance). Returns ids."""
+        members = []
+        for i, subscription in enumerate(subscriptions):
+            m, _ = self.new_member(group, client_id=f"c{i}", protocols=[("range", subscription)],
+                                   protocol_type=protocol_type, **member)
+            members.append(m)
+        self.run_join_phase(group)
+        generation = self.generation(group)
+        leader = self.group(group).leader
+        assert leader is not None
+        for m in [leader] + [x for x in members if x != leader]:
+            self.sync(group, m, generation, protocol_type=protocol_type,
+                      assignments={x: b"" for x in members} if m == leader else None)
+        assert self.state(group) is S.STABLE
+        return members
+
     def run_join_phase(self, group: str) -> None:
         """Advance the clock until the group leaves PreparingRebalance."""
         for _ in range(100):

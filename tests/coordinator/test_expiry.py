@@ -82,20 +82,7 @@ def _assert_replay_matches(h: Harness) -> None:
 def _consumer_group(h: Harness, group: str, subscriptions: list[bytes],
                     protocol_type: str = "consumer") -> list[str]:
     """A Stable group whose members carry the given subscription bytes; returns member ids."""
-    members = []
-    for i, subscription in enumerate(subscriptions):
-        m, _ = h.new_member(group, client_id=f"c{i}", session=SESSION, rebalance=REBALANCE,
-                            protocols=[("range", subscription)], protocol_type=protocol_type)
-        members.append(m)
-    h.run_join_phase(group)
-    generation = h.generation(group)
-    leader = h.group(group).leader
-    assert leader is not None
-    for m in [leader] + [x for x in members if x != leader]:
-        h.sync(group, m, generation, protocol_type=protocol_type,
-               assignments={x: b"" for x in members} if m == leader else None)
-    assert h.state(group) is S.STABLE
-    return members
+    return h.consumer_group(group, subscriptions, protocol_type=protocol_type, session=SESSION, rebalance=REBALANCE)
 
 
 def _load(h: Harness, records: list[tuple[bytes, bytes | None]]) -> None:

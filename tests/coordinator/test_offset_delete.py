@@ -49,21 +49,10 @@ def _committed(h: Harness, group: str) -> set[tuple[str, int]]:
     return set(h.coord.offsets.partitions_of(group))
 
 
-def _stable(h: Harness, group: str, subscriptions: list[bytes], protocol_type: str = "consumer") -> list[str]:
-    members = []
-    for i, subscription in enumerate(subscriptions):
-        m, _ = h.new_member(group, client_id=f"c{i}", protocols=[("range", subscription)],
-                            protocol_type=protocol_type)
-        members.append(m)
-    h.run_join_phase(group)
-    generation = h.generation(group)
-    leader = h.group(group).leader
-    assert leader is not None
-    for m in [leader] + [x for x in members if x != leader]:
-        h.sync(group, m, generation, protocol_type=protocol_type,
-               assignments={x: b"" for x in members} if m == leader else None)
-    assert h.state(group) is S.STABLE
-    return members
+def _stable(h: Harness, group: str, subscriptions: list[bytes],
+            protocol_type: str = "consumer") -> list[str]:
+    """A Stable group whose members carry the given subscription bytes; returns member ids."""
+    return h.consumer_group(group, subscriptions, protocol_type=protocol_type)
 
 
 # ---------------------------------------------------------------- group-level errors
