@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -23,6 +24,11 @@ def _version() -> str:
         return "0+unknown"
 
 
+# Modules that add subcommands: each has ``register(subparsers)`` and sets ``func`` on its
+# parsers to a callable taking the parsed arguments and returning the exit code.
+SUBCOMMAND_MODULES = ("broker.admin.cli", "pipeline.cli")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kcoord", description="A Kafka-compatible group coordinator broker."
@@ -36,11 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                        help="one config value; repeatable; wins over --config")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.set_defaults(func=serve_command)
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+def serve_command(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stderr,
