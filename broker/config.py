@@ -60,6 +60,13 @@ SETTINGS: tuple[Setting, ...] = (
             _non_negative, ">= 0"),
     Setting("group.max.size", int, INT32_MAX, "Most members one consumer group may have (KIP-389).",
             _positive, "> 0"),
+    Setting("group.new.partitions.start", str, "earliest",
+            "kcoord-specific: when CreatePartitions grows a topic, 'earliest' commits each new "
+            "partition's log start offset for every group whose live members subscribe to the topic "
+            "(offsets already committed are kept), so consumers with auto.offset.reset=latest do not "
+            "skip the first records written there; 'latest' commits nothing and leaves the new "
+            "partitions to the client's auto.offset.reset, as Kafka does.",
+            _one_of("earliest", "latest"), "one of earliest, latest"),
     Setting("offsets.retention.minutes", int, 10080,
             "How long committed offsets live after their group became empty (KIP-211).",
             _positive, "> 0"),
@@ -94,6 +101,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log.retention.check.interval.ms", int, 300000,
             "How often topics with cleanup.policy=delete drop segments past retention.ms / retention.bytes.",
             _positive, "> 0"),
+    Setting("log.history.retention.ms", int, 0,
+            "Keep coordinator-log segments the cleaner rewrites in DATA_DIR/history for this long, "
+            "so the pipeline sees the full commit history. 0: off (replaced segments are deleted); "
+            "-1: keep forever. Costs disk: every committed offset stays on disk until it ages out.",
+            lambda v: v >= -1, ">= -1"),
     Setting("delete.retention.ms", int, 86400000,
             "How long the cleaner keeps tombstones before dropping them.", _non_negative, ">= 0"),
     Setting("shutdown.grace.ms", int, 5000,

@@ -21,6 +21,7 @@ from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinator
 from broker.slots import Slot
 from protocol.codec import Request, encode_response
 from storage.coordinator_log import CoordinatorLog
+from storage.history import history_dir_for, prune_history
 
 log = logging.getLogger("kcoord.groups")
 
@@ -57,8 +58,10 @@ class GroupService:
     @classmethod
     def open(cls, config: Any, data_dir: Any) -> GroupService:
         """Open the log, replay it into a fresh coordinator, and finish loading."""
+        history_retention_ms = config["log.history.retention.ms"]
         coordinator_log = CoordinatorLog(
-            data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"]
+            data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
+            history_dir=history_dir_for(data_dir, history_retention_ms),
         )
         coordinator = GroupCoordinator(CoordinatorConfig.from_config(config))
         started = time.monotonic()
@@ -72,6 +75,7 @@ class GroupService:
                 "backoff_ms": config["log.cleaner.backoff.ms"],
                 "delete_retention_ms": config["delete.retention.ms"],
                 "min_dirty_ratio": config["log.cleaner.min.cleanable.ratio"],
+                "history_retention_ms": history_retention_ms,
             }
         service = cls(coordinator, coordinator_log, durable=config["log.flush.policy"] == "durable",
                       expiry_interval_ms=config["offsets.retention.check.interval.ms"], cleaner=cleaner)
@@ -159,6 +163,13 @@ class GroupService:
                 changed = result.bytes_after != result.bytes_before
                 log.log(logging.INFO if changed else logging.DEBUG,
                         "cleaned __consumer_offsets-%d: %s", partition, result)
+            history = self.log.history_dir
+            if history is not None:
+                retention = self.cleaner["history_retention_ms"]
+                try:
+                    await trio.to_thread.run_sync(prune_history, history, self.clock(), retention)
+                except OSError:
+                    log.exception("pruning the coordinator-log history failed; will retry")
 
     async def _expiry_loop(self) -> None:
         """Kafka's offsets.retention.check.interval.ms cleanup task."""

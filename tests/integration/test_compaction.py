@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from protocol.consumer_offsets import OffsetKey, decode_key, decode_offset_value
+from protocol.records import iter_batches
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic, wait_until
 from tests.support.wire import WireClient
@@ -67,3 +71,53 @@ def test_compaction_can_be_turned_off(broker_factory: object) -> None:
             _commit(client, offset)
     assert _log_bytes(broker) > written
     assert "cleaned __consumer_offsets" not in broker.log()
+
+
+def _commits_in(paths: list[Path]) -> dict[int, int]:
+    """log offset -> committed offset of partition 0, over the given segment files."""
+    found: dict[int, int] = {}
+    for path in paths:
+        for _, batch in iter_batches(path.read_bytes()):
+            for record in batch.records or []:
+                if record.value is None or record.key is None:
+                    continue
+                key = decode_key(record.key)
+                if isinstance(key, OffsetKey) and key.partition == 0:
+                    found[batch.offset_of(record)] = decode_offset_value(record.value).offset
+    return found
+
+
+def test_history_retention_keeps_every_commit_the_cleaner_removed(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory(  # type: ignore[operator]
+        dict(CLEANER, **{"log.history.retention.ms": 86_400_000}))
+    create_topic(broker.bootstrap, "c", 4)
+    history = broker.data_dir / "history" / "__consumer_offsets-0"
+    with WireClient(broker.host, broker.port) as client:
+        for offset in range(0, 4000, 10):
+            _commit(client, offset)
+        broker.wait_for_log(r"cleaned __consumer_offsets-0: .*records_after", timeout=30)
+        wait_until(lambda: history.is_dir() and any(history.glob("*.log")), 30, "history segments")
+        live = sorted((broker.data_dir / "__consumer_offsets-0").glob("*.log"))
+        live_commits = _commits_in(live)
+        assert len(live_commits) < 400, "the live log was compacted"
+        union = _commits_in(sorted(history.glob("*.log"))) | live_commits
+        # Every commit ever made is in history + live, each at one log offset.
+        assert sorted(union.values()) == list(range(0, 4000, 10))
+    broker.restart()  # the history folder does not confuse start-up
+    with WireClient(broker.host, broker.port) as client:
+        assert _fetch(client) == [(p, 3990 + p, "m3990") for p in range(4)]
+
+
+def test_history_segments_age_out_after_the_retention(broker_factory: object) -> None:
+    broker: BrokerProcess = broker_factory(  # type: ignore[operator]
+        dict(CLEANER, **{"log.history.retention.ms": 1500}))
+    create_topic(broker.bootstrap, "c", 4)
+    history = broker.data_dir / "history" / "__consumer_offsets-0"
+    with WireClient(broker.host, broker.port) as client:
+        for offset in range(0, 2000, 10):
+            _commit(client, offset)
+        broker.wait_for_log(r"history: removed \d+ segments", timeout=30)
+        # Nothing new is written, so every retired segment ages out within the retention
+        # plus a cleaner pass or two.
+        wait_until(lambda: not any(history.glob("*.log")), 30, "history to empty")
+        assert _fetch(client) == [(p, 1990 + p, "m1990") for p in range(4)]
