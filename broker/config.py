@@ -227,3 +227,22 @@ def reference_markdown() -> str:
         rule = f" ({s.rule})" if s.rule else ""
         lines.append(f"| `{s.name}` | {s.kind.__name__} | `{default}` | {s.doc}{rule} |")
     return "\n".join(lines) + "\n"
+
+
+# Documents that end with the reference table: the text before the table's header row is
+# kept, the table itself is regenerated (`python -m broker.config`).
+REFERENCE_DOCS = ("configuration.md", "operations.md")
+
+
+def write_reference_docs(docs_dir: Path) -> None:
+    """Replace the table at the end of each REFERENCE_DOCS file with reference_markdown()."""
+    table = reference_markdown()
+    header = table.splitlines()[0]
+    for name in REFERENCE_DOCS:
+        path = docs_dir / name
+        text = path.read_text()
+        path.write_text(text[: text.index(header)] + table)
+
+
+if __name__ == "__main__":
+    write_reference_docs(Path(__file__).resolve().parents[1] / "docs")
