@@ -96,21 +96,28 @@ def _produce_one_per_partition(broker: BrokerProcess, topic: str, partitions: in
         producer.close()
 
 
-def _static(broker: BrokerProcess, instance: str) -> ConfluentConsumer:
+def _static(broker: BrokerProcess, instance: str, kind: str = "confluent") -> ConsumerThread:
+    if kind == "kafka-python":
+        return KafkaPythonConsumer(broker.bootstrap, "static-group", "static", group_instance_id=instance)
+    if kind == "aiokafka":
+        return AiokafkaConsumer(broker.bootstrap, "static-group", "static", group_instance_id=instance)
     return ConfluentConsumer(broker.bootstrap, "static-group", "static",
                              **{"group.instance.id": instance, "session.timeout.ms": 20000})
 
 
-def test_static_member_restart_within_session_timeout_causes_no_rebalance(broker_factory: object) -> None:
+@pytest.mark.parametrize("kind", ["confluent", "kafka-python", "aiokafka"])
+def test_static_member_restart_within_session_timeout_causes_no_rebalance(
+    broker_factory: object, kind: str
+) -> None:
     broker: BrokerProcess = broker_factory(FAST)  # type: ignore[operator]
     create_topic(broker.bootstrap, "static", 4)
-    a, b = _static(broker, "instance-a").start(), _static(broker, "instance-b").start()
+    a, b = _static(broker, "instance-a", kind).start(), _static(broker, "instance-b", kind).start()
     try:
         _wait_balanced(broker, [a, b], 2, 4)
         seen_by_b = list(b.assignments_seen)
         a_assignment = set(a.assignment)
         a.stop(leave=False)  # static members do not leave on close
-        restarted = _static(broker, "instance-a").start()
+        restarted = _static(broker, "instance-a", kind).start()
         wait_until(lambda: restarted.assignment == a_assignment, 30, "restarted member to get its partitions")
         assert b.assignments_seen == seen_by_b, "the other member saw a rebalance"
         broker.wait_for_log(r"static member .* of group static-group replaced by")
