@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import trio
 
+from broker import logs
 from broker.config import ConfigError, load_config
 from broker.server import lock_data_dir, parse_listen, run_server
 from storage.coordinator_log import PartitionCountError
@@ -42,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                        help="one config value; repeatable; wins over --config")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument("--log-format", default="kv", choices=list(logs.FORMATS),
+                       help="kv: key=value lines (default); json: one JSON object per line")
+    serve.add_argument("--request-log", action="store_true",
+                       help="log one INFO line per request (peer, client, API, duration, reply size)")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics at /metrics and a health check at /healthz (port 0: any)")
     serve.set_defaults(func=serve_command)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -54,21 +61,28 @@ def main(argv: list[str] | None = None) -> int:
     return result
 
 
+def _is_host_port(text: str) -> bool:
+    try:
+        parse_listen(text)
+    except ValueError:
+        return False
+    return True
+
+
 def serve_command(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-    )
+    logs.configure(args.log_level, args.log_format)
     try:
         config = load_config(args.config, args.sets)
         parse_listen(args.listen)
+        if args.metrics_listen is not None and not _is_host_port(args.metrics_listen):
+            raise ValueError(f"--metrics-listen {args.metrics_listen!r}: expected HOST:PORT")
     except (ConfigError, ValueError) as exc:
         print(f"kcoord: configuration error: {exc}", file=sys.stderr)
         return 2
     try:
         with lock_data_dir(args.data_dir):
-            trio.run(run_server, config, args.listen, args.data_dir)
+            trio.run(partial(run_server, metrics_listen=args.metrics_listen, request_logging=args.request_log),
+                     config, args.listen, args.data_dir)
     except (RuntimeError, CorruptLogError, PartitionCountError) as exc:
         print(f"kcoord: {exc}", file=sys.stderr)
         return 1

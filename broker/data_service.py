@@ -47,6 +47,10 @@ class DataService:
         self._nursery: trio.Nursery | None = None
         self._producers: dict[PartitionLog, ProducerStates] = {}
         self.producer_ids = ProducerIds(catalog.data_dir)
+        # Metrics (read by broker.metrics at scrape time).
+        self.produced_records = 0
+        self.produced_bytes = 0
+        self.fetched_bytes = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -150,6 +154,8 @@ class DataService:
             if append_time:
                 raw = set_log_append_time(raw, now)
             base, _ = partition.append_batch(bytes(raw))
+            self.produced_records += header.records_count
+            self.produced_bytes += len(raw)
             if header.producer_id >= 0:
                 states.record(header.producer_id, header.producer_epoch, header.base_sequence,
                               header.last_offset_delta + 1, base)
@@ -209,8 +215,9 @@ class DataService:
         if body.get("session_id", 0) != 0:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                     "session_id": 0, "responses": []}
-        reply, size = self._fetch_once(body)
-        if size >= body.min_bytes or body.max_wait_ms <= 0 or self._nursery is None:
+        reply, size, settled = self._fetch_once(body)
+        if settled or size >= body.min_bytes or body.max_wait_ms <= 0 or self._nursery is None:
+            self.fetched_bytes += size
             return reply
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
         deadline = trio.current_time() + body.max_wait_ms / 1000
@@ -222,16 +229,24 @@ class DataService:
             # Take the event before looking at the data: a produce that lands in between
             # sets this very event, so no wake-up is lost.
             arrived = self._arrived
-            reply, size = self._fetch_once(body)
-            if size >= body.min_bytes or trio.current_time() >= deadline:
+            reply, size, settled = self._fetch_once(body)
+            if settled or size >= body.min_bytes or trio.current_time() >= deadline:
+                self.fetched_bytes += size
                 slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id, reply))
                 return
             with trio.move_on_at(deadline):
                 await arrived.wait()
 
-    def _fetch_once(self, body: Any) -> tuple[dict[str, Any], int]:
+    def _fetch_once(self, body: Any) -> tuple[dict[str, Any], int, bool]:
+        """One read of every requested partition: ``(reply, bytes read, settled)``.
+
+        ``settled`` means waiting cannot change the answer, so it goes out at once as Kafka
+        sends it: no partition was asked for, or a partition has an error (an unknown
+        partition, an offset out of range) the client must act on.
+        """
         budget = body.get("max_bytes", 0x7FFFFFFF)
         total = 0
+        settled = not any(topic.partitions for topic in body.topics)
         responses = []
         for topic in body.topics:
             partitions = []
@@ -244,6 +259,7 @@ class DataService:
                 }
                 if partition is None:
                     entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    settled = True
                 else:
                     end = partition.next_offset
                     start = partition.log_start_offset
@@ -251,6 +267,7 @@ class DataService:
                     offset = part.fetch_offset
                     if offset < start or offset > end:
                         entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                        settled = True
                     elif offset < end and (budget > 0 or total == 0):
                         limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
                         data = partition.read_raw(offset, max(limit, 1))
@@ -259,7 +276,7 @@ class DataService:
                         budget -= len(data)
                 partitions.append(entry)
             responses.append({"topic": topic.topic, "partitions": partitions})
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total, settled
 
     # ---------------------------------------------------------------- ListOffsets
 

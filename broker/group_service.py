@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinator
+from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Histogram
 from broker.slots import Slot
 from protocol.codec import Request, encode_response
 from storage.coordinator_log import CoordinatorLog
@@ -28,6 +29,19 @@ log = logging.getLogger("kcoord.groups")
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+def offset_records(fx: Effects, tombstones: bool = False) -> int:
+    """How many of ``fx``'s records store an offset (or, with ``tombstones``, delete one).
+
+    Offset keys are key versions 0 and 1 (big-endian int16), group metadata is 2.
+    """
+    count = 0
+    for records in fx.records.values():
+        for key, value in records:
+            if key[0] == 0 and key[1] <= 1 and (value is None) is tombstones:
+                count += 1
+    return count
 
 
 class GroupService:
@@ -54,6 +68,16 @@ class GroupService:
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
         self.flushes = 0
+        # Metrics (read by broker.metrics at scrape time).
+        self.records_appended = 0
+        self.batches_appended = 0
+        self.offsets_committed = 0
+        self.offsets_expired = 0
+        self._rebalances = 0  # generation bumps: see count_rebalances
+        self._generations = {group_id: g.generation for group_id, g in coordinator.groups.items()}
+        self.fsync_seconds = Histogram(FSYNC_BUCKETS)
+        self.clean_seconds = Histogram(CLEAN_BUCKETS)
+        self.bytes_reclaimed = 0
 
     @classmethod
     def open(cls, config: Any, data_dir: Any) -> GroupService:
@@ -93,7 +117,10 @@ class GroupService:
         self._next_ticket += 1
         ticket = self._next_ticket
         self._tickets[ticket] = slot
-        self.apply(method(ticket, self.clock(), header.api_version, request.body, *extra))
+        fx = method(ticket, self.clock(), header.api_version, request.body, *extra)
+        if header.api_key == 8 and fx.records:  # OffsetCommit
+            self.offsets_committed += offset_records(fx)
+        self.apply(fx)
         return slot
 
     def respond_after(self, request: Request, body: dict[str, Any], fx: Effects) -> Slot:
@@ -112,6 +139,9 @@ class GroupService:
             now = self.clock()
             for group_id, records in fx.records.items():
                 self.log.append(group_id, records, now)
+                self.records_appended += len(records)
+                self._count_generation(group_id)
+            self.batches_appended += len(fx.records)
             self._flush_needed.set()
         needed = self.log.written_seq
         for ticket, body in fx.replies:
@@ -128,6 +158,27 @@ class GroupService:
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
+
+    def _count_generation(self, group_id: str) -> None:
+        group = self.coordinator.groups.get(group_id)
+        if group is None:
+            self._generations.pop(group_id, None)
+            return
+        seen = self._generations.get(group_id, 0)
+        if group.generation != seen:
+            # A lower generation is a group deleted and created again since: count from 0.
+            self._rebalances += group.generation - seen if group.generation > seen else group.generation
+            self._generations[group_id] = group.generation
+
+    def count_rebalances(self) -> int:
+        """Generation bumps so far (for metrics; walks every group, so not per request).
+
+        Groups are compared with the generation last seen when they write records (which
+        also catches a group's last generation before it is deleted) and here.
+        """
+        for group_id in self.coordinator.groups:
+            self._count_generation(group_id)
+        return self._rebalances
 
     # ---------------------------------------------------------------- background tasks
 
@@ -148,6 +199,7 @@ class GroupService:
         assert self.cleaner is not None
         while True:
             await trio.sleep(self.cleaner["backoff_ms"] / 1000)
+            started = time.perf_counter()
             try:
                 results = await trio.to_thread.run_sync(
                     lambda: self.log.compact_all(
@@ -159,6 +211,8 @@ class GroupService:
                 log.exception("coordinator log cleaning failed; will retry")
                 continue
             self.cleanings += 1
+            self.clean_seconds.observe(time.perf_counter() - started)
+            self.bytes_reclaimed += sum(max(0, r.bytes_before - r.bytes_after) for r in results.values())
             for partition, result in results.items():
                 changed = result.bytes_after != result.bytes_before
                 log.log(logging.INFO if changed else logging.DEBUG,
@@ -175,20 +229,28 @@ class GroupService:
         """Kafka's offsets.retention.check.interval.ms cleanup task."""
         while True:
             await trio.sleep(self.expiry_interval_ms / 1000)
-            self.apply(self.coordinator.expire_offsets(self.clock()))
+            fx = self.coordinator.expire_offsets(self.clock())
+            self.offsets_expired += offset_records(fx, tombstones=True)
+            self.apply(fx)
 
     async def _flusher(self) -> None:
         while True:
             await self._flush_needed.wait()
             self._flush_needed = trio.Event()
             if self.durable:
-                durable = await trio.to_thread.run_sync(self.log.sync)
+                durable, seconds = await trio.to_thread.run_sync(self._timed_sync)
+                self.fsync_seconds.observe(seconds)
             else:
                 durable = self.log.written_seq
             self.flushes += 1
             waiting = self._waiting
             while waiting and waiting[0][0] <= durable:
                 waiting.popleft()[1].event.set()
+
+    def _timed_sync(self) -> tuple[int, float]:
+        started = time.perf_counter()
+        durable = self.log.sync()
+        return durable, time.perf_counter() - started
 
     async def _timer_loop(self) -> None:
         while True:

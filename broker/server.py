@@ -13,6 +13,7 @@ import fcntl
 import logging
 import os
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from broker.data_service import DataService
 from broker.group_service import GroupService
 from broker.handlers import groups
 from broker.handlers import topics as topic_handlers
+from broker.metrics_http import MetricsEndpoint
 from broker.router import Close, Outcome, Router
 from broker.slots import Slot
 from broker.topics import TopicCatalog
@@ -119,9 +121,11 @@ class Connection:
                     log.warning("connection %s closed mid-frame (%d bytes pending)",
                                 self.peer, self.decoder.buffered)
                 return
+            self.server.bytes_in += len(data)
             try:
                 frames = self.decoder.feed(data)
             except ProtocolError as exc:
+                router.errors["frame"] += 1
                 log.warning("closing connection %s: %s", self.peer, exc)
                 return
             for frame in frames:
@@ -134,6 +138,7 @@ class Connection:
 
     async def _write(self, receive: trio.MemoryReceiveChannel[bytes | Slot]) -> None:
         """Send replies in request order; replies already ready go out in one send."""
+        finished = self.server.router.finished  # times (and logs) replies that waited
         async with receive:
             async for item in receive:
                 ready: list[bytes] = []
@@ -141,11 +146,14 @@ class Connection:
                     if isinstance(item, Slot):
                         if not item.event.is_set():
                             if ready:  # flush what is ready before waiting on this one
-                                await self.stream.send_all(b"".join(ready))
+                                payload = b"".join(ready)
+                                await self.stream.send_all(payload)
+                                self.server.bytes_out += len(payload)
                                 ready.clear()
                             await item.event.wait()
                         if item.frame is not None:
                             ready.append(item.frame)
+                        finished(item, self.peer)
                     else:
                         ready.append(item)
                     try:
@@ -153,7 +161,9 @@ class Connection:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 if ready:
-                    await self.stream.send_all(b"".join(ready) if len(ready) > 1 else ready[0])
+                    payload = b"".join(ready) if len(ready) > 1 else ready[0]
+                    await self.stream.send_all(payload)
+                    self.server.bytes_out += len(payload)
 
 
 class Server:
@@ -172,14 +182,24 @@ class Server:
         self.accept_scope = trio.CancelScope()
         self.router: Router
         self.bound: tuple[str, int] | None = None
+        # Read by broker.metrics at scrape time; plain ints, bumped where things happen.
+        self.started_at = time.time()
+        self.serving = False
+        self.request_logging = False
+        self.connections_accepted = 0
+        self.connections_closed = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         connection = Connection(self, stream)
         self.connections.add(connection)
+        self.connections_accepted += 1
         try:
             await connection.run()
         finally:
             self.connections.discard(connection)
+            self.connections_closed += 1
             if self.draining and not self.connections:
                 self.idle.set()
 
@@ -207,7 +227,8 @@ class Server:
                 host=adv_host,
                 port=adv_port,
                 cluster_id=self.config["cluster.id"],
-            )
+            ),
+            request_logging=self.request_logging,
         )
         if self.groups is None:
             self.groups = GroupService.open(self.config, self.data_dir)
@@ -217,8 +238,20 @@ class Server:
         ctx = self.router.ctx
         self.router.register(3, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
         self.router.register(19, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
-        self.router.register(37, lambda r, _: topic_handlers.handle_create_partitions(ctx, catalog, r))
         group_service = self.groups
+
+        def create_partitions(request: Request, _peer: str) -> Slot:
+            # Groups consuming a grown topic get the new partitions' start offsets committed
+            # (group.new.partitions.start); the reply waits until those commits are durable.
+            fx = Effects()
+            body = topic_handlers.handle_create_partitions(
+                ctx, catalog, request,
+                lambda name, added: fx.merge(
+                    group_service.coordinator.partitions_added(name, added, group_service.clock())),
+            )
+            return group_service.respond_after(request, body, fx)
+
+        self.router.register(37, create_partitions)
 
         def delete_topics(request: Request, _peer: str) -> Slot:
             fx = Effects()
@@ -239,9 +272,11 @@ class Server:
         async with trio.open_nursery() as background:
             await background.start(self.groups.run)
             await background.start(self.data.run)
+            self.serving = True
             log.info("kcoord listening on %s:%d (advertised %s:%d)",
                      bound_host, bound_port, adv_host, adv_port)
             await self._serve_connections(listeners, task_status)
+            self.serving = False
             await self.groups.close()
             await trio.to_thread.run_sync(catalog.flush)
             catalog.close()
@@ -277,11 +312,21 @@ class Server:
         self.accept_scope.cancel()
 
 
-async def run_server(config: Config, listen: str, data_dir: Path) -> None:
+async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_listen: str | None = None,
+                     request_logging: bool = False) -> None:
     """Serve until SIGINT or SIGTERM, then stop gracefully and return."""
     host, port = parse_listen(listen)
     server = Server(config, host, port, data_dir)
+    server.request_logging = request_logging
     listeners = await server.bind()
+    metrics: MetricsEndpoint | None = None
+    if metrics_listen is not None:
+        metrics = MetricsEndpoint.for_server(server)
+        try:
+            metrics_host, metrics_port = await metrics.bind(*parse_listen(metrics_listen))
+        except OSError as exc:
+            raise RuntimeError(f"cannot listen on {metrics_listen} for metrics: {exc.strerror or exc}") from None
+        log.info("kcoord metrics on %s:%d", metrics_host, metrics_port)
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
     server.groups = GroupService.open(config, data_dir)
     server.catalog = TopicCatalog(data_dir, config)
@@ -295,5 +340,7 @@ async def run_server(config: Config, listen: str, data_dir: Path) -> None:
                     return
 
         nursery.start_soon(watch_signals)
+        if metrics is not None:
+            nursery.start_soon(metrics.serve)
         await server.serve(listeners)
         nursery.cancel_scope.cancel()

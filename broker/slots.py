@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import trio
+
+if TYPE_CHECKING:
+    from broker.metrics import ApiStats
 
 
 class Slot:
-    """One request's place in its connection's reply order."""
+    """One request's place in its connection's reply order.
 
-    __slots__ = ("api_key", "correlation_id", "event", "frame", "version")
+    The router stamps ``started`` and ``stats`` so the writer can time the request when
+    its reply goes out (``Router.finished``); ``client_id`` is kept only for the request log.
+    """
+
+    __slots__ = ("api_key", "client_id", "correlation_id", "event", "frame", "started", "stats", "version")
 
     def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key = api_key
@@ -16,6 +25,9 @@ class Slot:
         self.correlation_id = correlation_id
         self.frame: bytes | None = None
         self.event = trio.Event()
+        self.stats: ApiStats | None = None
+        self.started = 0.0
+        self.client_id: str | None = None
 
     def fill(self, frame: bytes | None) -> None:
         self.frame = frame

@@ -15,8 +15,9 @@ def broker_factory(tmp_path: Path) -> Iterator[object]:
     """Start real broker processes; all are stopped (and must exit 0) at teardown."""
     started: list[BrokerProcess] = []
 
-    def start(sets: dict[str, object] | None = None, data_dir: Path | None = None) -> BrokerProcess:
-        proc = BrokerProcess(data_dir or tmp_path / f"data{len(started)}", sets).start()
+    def start(sets: dict[str, object] | None = None, data_dir: Path | None = None,
+              extra_args: list[str] | None = None) -> BrokerProcess:
+        proc = BrokerProcess(data_dir or tmp_path / f"data{len(started)}", sets, extra_args=extra_args).start()
         started.append(proc)
         return proc
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,9 @@ class CoordinatorConfig:
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    # group.new.partitions.start: "earliest" commits new partitions' start offsets for
+    # subscribed groups; "latest" commits nothing (the client's auto.offset.reset decides).
+    new_partitions_start: str = "earliest"
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -66,6 +69,7 @@ class CoordinatorConfig:
             max_size=config["group.max.size"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+            new_partitions_start=config["group.new.partitions.start"],
         )
 
 
@@ -932,10 +936,14 @@ class GroupCoordinator:
             commit_timestamp=commit_ts,
             expire_timestamp=expire_ts,
         )
-        key = OffsetKey(group_id, topic, p.partition_index)
-        fx.write(group_id, encode_key(key), encode_offset_value(value))
-        self.offsets.put(group_id, topic, p.partition_index, value)
+        self._store_offset(group_id, topic, p.partition_index, value, fx)
         return E.NONE
+
+    def _store_offset(self, group_id: str, topic: str, partition: int, value: OffsetValue,
+                      fx: Effects) -> None:
+        """One committed offset: its log record and the store entry replay would build from it."""
+        fx.write(group_id, encode_key(OffsetKey(group_id, topic, partition)), encode_offset_value(value))
+        self.offsets.put(group_id, topic, partition, value)
 
     def offset_fetch(self, ticket: int, now: int, version: int, body: Any) -> Effects:
         fx = Effects()
@@ -987,6 +995,43 @@ class GroupCoordinator:
                 if t == topic:
                     self.offsets.delete(group_id, t, partition)
                     fx.write(group_id, encode_key(OffsetKey(group_id, t, partition)), None)
+        return fx
+
+    # ------------------------------------------------------------------ partition expansion
+
+    def partitions_added(self, topic: str, new_partitions: Mapping[int, int], now: int) -> Effects:
+        """CreatePartitions grew ``topic``; ``new_partitions`` maps each new index to its log start offset.
+
+        With ``group.new.partitions.start=earliest``, every group with live members whose
+        consumer-protocol subscription names ``topic`` gets the new partitions' start offsets
+        committed, as ordinary offset commit records. Without this a consumer with
+        auto.offset.reset=latest that learns of the partitions only at its next metadata
+        refresh and rebalance starts them at their end then, skipping whatever producers
+        (who may learn sooner) wrote in between. An offset already committed is kept.
+
+        Only groups that are consuming are covered: an Empty group has no subscription to go
+        by, and where a group starts when it next comes up is its clients' reset policy.
+        ``latest`` commits nothing: a new partition is empty, so its end offset equals its
+        start offset and committing it would be ``earliest`` under another name; leaving
+        the partitions uncommitted is what gives the client's own (latest) reset, as on Kafka.
+        """
+        fx = Effects()
+        if self.config.new_partitions_start != "earliest" or not new_partitions:
+            return fx
+        for group in self.groups.values():
+            if group.state is S.DEAD or topic not in group.consuming_topics():
+                continue
+            committed = []
+            for partition, start in sorted(new_partitions.items()):
+                if self.offsets.get(group.group_id, topic, partition) is not None:
+                    continue
+                value = OffsetValue(offset=start, leader_epoch=-1, metadata="", commit_timestamp=now,
+                                    expire_timestamp=-1)
+                self._store_offset(group.group_id, topic, partition, value, fx)
+                committed.append(partition)
+            if committed:
+                log.info("topic %s grew: committed the start offsets of new partitions %s for group %s",
+                         topic, committed, group.group_id)
         return fx
 
     # ------------------------------------------------------------------ OffsetDelete (§9, KIP-496)

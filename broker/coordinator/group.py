@@ -160,3 +160,20 @@ class Group:
                 return None
             topics |= member_topics
         return topics
+
+    def consuming_topics(self) -> set[str]:
+        """Topics named by the readable consumer-protocol subscriptions of current members.
+
+        Unlike ``subscribed_topics`` this works in every state, also before a protocol is
+        selected: every protocol a member offers carries its subscription, so all count.
+        Unreadable metadata contributes nothing (not "everything").
+        """
+        from protocol.consumer_protocol import subscribed_topics
+
+        topics: set[str] = set()
+        if self.protocol_type != "consumer":
+            return topics
+        for member in self.members.values():
+            for _, metadata in member.protocols:
+                topics |= subscribed_topics(metadata) or set()
+        return topics

@@ -168,7 +168,14 @@ def handle_delete_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Req
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def handle_create_partitions(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+def handle_create_partitions(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
+                             on_added: Callable[[str, dict[int, int]], None] | None = None) -> dict[str, Any]:
+    """Grow topics; ``on_added(topic, {new partition: log start offset})`` runs for each grown one.
+
+    The caller answers only once whatever ``on_added`` records is durable, and nothing
+    awaits between creating the partitions and the callback, so no record can reach a new
+    partition before the coordinator has seen it.
+    """
     body = request.body
     names = [t.name for t in body.topics]
     results = []
@@ -181,6 +188,12 @@ def handle_create_partitions(ctx: BrokerContext, catalog: TopicCatalog, request:
         ):
             error, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"replicas must be exactly [{ctx.node_id}]"
         else:
+            topic = catalog.get(wanted.name)
+            before = len(topic.partitions) if topic is not None else 0
             error, message = catalog.add_partitions(wanted.name, wanted.count, bool(body.validate_only))
+            if error is ErrorCode.NONE and topic is not None and on_added is not None \
+                    and len(topic.partitions) > before:
+                on_added(wanted.name, {index: topic.partitions[index].log_start_offset
+                                       for index in range(before, len(topic.partitions))})
         results.append({"name": wanted.name, "error_code": int(error), "error_message": message})
     return {"throttle_time_ms": 0, "results": results}

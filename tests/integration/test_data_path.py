@@ -229,6 +229,26 @@ def test_fetch_long_poll_wakes_on_new_data(broker: BrokerProcess) -> None:
         assert answer.high_watermark == 1 and len(answer.records) == len(batch)
 
 
+def test_fetch_that_waiting_cannot_help_is_answered_at_once(broker: BrokerProcess) -> None:
+    """As Kafka does: an error the client must act on, or nothing asked for, is not held
+    for max_wait_ms. The wait asked for (60 s) is far beyond the client's timeout (10 s),
+    so a held reply fails the test."""
+    create_topic(broker.bootstrap, "settled", 1)
+    nothing_asked = dict(_fetch_request("settled", 0, max_wait_ms=60000, min_bytes=1), topics=[])
+    with WireClient(broker.host, broker.port, timeout=10) as client:
+        out_of_range = client.request(1, 11, _fetch_request("settled", 5, max_wait_ms=60000, min_bytes=1))
+        assert out_of_range.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        unknown = client.request(1, 11, _fetch_request("no-such-topic", 0, max_wait_ms=60000, min_bytes=1))
+        assert unknown.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert client.request(1, 11, nothing_asked).responses == []
+        # A fetch at the end of a healthy partition is still held until data arrives.
+        cid = client.send(1, 11, _fetch_request("settled", 0, max_wait_ms=60000, min_bytes=1))
+        with WireClient(broker.host, broker.port) as writer:
+            batch = encode_batch(build_records([(None, b"late")]), base_timestamp=int(time.time() * 1000))
+            assert _produce_raw(writer, "settled", batch, acks=1).error_code == 0
+        assert client.receive(1, 11, cid).responses[0].partitions[0].high_watermark == 1
+
+
 def test_acks_zero_gets_no_response_but_is_stored(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "fire", 1)
     batch = encode_batch(build_records([(None, b"x")]), base_timestamp=int(time.time() * 1000))

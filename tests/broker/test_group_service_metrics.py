@@ -1,0 +1,83 @@
+"""The group service's counters: commits, records, fsyncs, rebalances, expiry and cleaning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker.config import Config
+from broker.context import BrokerContext
+from broker.group_service import GroupService, wall_clock_ms
+from broker.handlers import groups
+from broker.router import Router
+from broker.slots import Slot
+from protocol.codec import decode_response, encode_request
+
+
+async def _call(router: Router, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    outcome = router.route(encode_request(api_key, version, 1, body, "test")[4:], "127.0.0.1:1")
+    assert isinstance(outcome, Slot)
+    with trio.fail_after(5):
+        await outcome.event.wait()
+    router.finished(outcome, "127.0.0.1:1")
+    assert outcome.frame is not None
+    return decode_response(api_key, version, outcome.frame[4:])[1]
+
+
+async def _until(condition: Any, what: str) -> None:
+    with trio.fail_after(10):
+        while not condition():
+            await trio.sleep(0.01)
+
+
+def _commit_body(offset: int) -> dict[str, Any]:
+    return {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
+                 "committed_metadata": "x" * 200} for p in (0, 1)]}]}
+
+
+async def test_counters_follow_commits_rebalances_expiry_and_cleaning(tmp_path: Path) -> None:
+    config = Config({
+        "offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": 2048,
+        "log.cleaner.backoff.ms": 20, "log.cleaner.min.cleanable.ratio": 0.0,
+        "offsets.retention.minutes": 1, "offsets.retention.check.interval.ms": 20,
+        "group.initial.rebalance.delay.ms": 0,
+    })
+    service = GroupService.open(config, tmp_path)
+    router = Router(BrokerContext(config=config, node_id=0, host="127.0.0.1", port=9092, cluster_id="c"))
+    groups.register(router, service)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        for offset in range(40):
+            reply = await _call(router, 8, 8, _commit_body(offset))
+            assert [p.error_code for t in reply.topics for p in t.partitions] == [0, 0]
+        assert service.offsets_committed == 80
+        assert service.records_appended == 80 and service.batches_appended == 40
+        assert 1 <= service.fsync_seconds.count <= 40 and service.fsync_seconds.sum > 0
+        assert router.api_stats[8].requests[8] == 40 and router.api_stats[8].latency.count == 40
+
+        # The same two keys written 40 times over small segments: the cleaner reclaims bytes.
+        await _until(lambda: service.bytes_reclaimed > 0, "the cleaner to reclaim bytes")
+        assert service.cleanings >= 1 and service.clean_seconds.count >= 1
+
+        # A member joins (generation 1) and leaves (generation 2).
+        join = {"group_id": "dyn", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}]}
+        first = await _call(router, 11, 5, join)
+        joined = await _call(router, 11, 5, dict(join, member_id=first.member_id))
+        assert joined.error_code == 0 and joined.generation_id == 1
+        assert service.count_rebalances() == 1
+        await _call(router, 13, 3, {"group_id": "dyn", "members": [
+            {"member_id": joined.member_id, "group_instance_id": None}]})
+        assert service.count_rebalances() == 2
+
+        # Two minutes later, g's two offsets are past offsets.retention.minutes.
+        service.clock = lambda: wall_clock_ms() + 120_000
+        await _until(lambda: service.offsets_expired == 2, "the offsets to expire")
+        assert service.offsets_committed == 80  # expiry tombstones are not commits
+        nursery.cancel_scope.cancel()
+    await service.close()
