@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint typecheck unit integration bench clean
+.PHONY: run test lint typecheck unit integration bench clean compose-up compose-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ run: $(VENV)/.installed
 	$(BIN)/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check broker protocol storage pipeline tests bench
+	$(BIN)/ruff check broker protocol storage pipeline tests bench deploy
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy protocol broker storage
@@ -47,6 +47,18 @@ $(VENV)/.installed-bench: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench.run
+
+# The demo topology of docker-compose.yml (docs/deployment.md); needs Docker with compose.
+compose-up:
+	@command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 || { \
+	  echo "compose-up needs Docker with the compose plugin (docker compose); not found." >&2; \
+	  echo "Without Docker, 'make compose-test' runs the same topology as local processes." >&2; \
+	  exit 1; }
+	docker compose up --build
+
+# Checks docker-compose.yml and the Dockerfile, then runs the same topology as local processes.
+compose-test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q tests/test_compose.py tests/integration/test_topology.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
