@@ -9,13 +9,11 @@ from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import trio
-
 from broker import logs
 from broker.config import ConfigError, load_config
-from broker.server import lock_data_dir, parse_listen, run_server
-from storage.coordinator_log import PartitionCountError
-from storage.partition import CorruptLogError
+
+# The server (trio, storage) is imported only by `serve`: the admin and pipeline commands
+# start faster without it.
 
 
 def _version() -> str:
@@ -62,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _is_host_port(text: str) -> bool:
+    from broker.server import parse_listen
+
     try:
         parse_listen(text)
     except ValueError:
@@ -70,6 +70,12 @@ def _is_host_port(text: str) -> bool:
 
 
 def serve_command(args: argparse.Namespace) -> int:
+    import trio
+
+    from broker.server import lock_data_dir, parse_listen, run_server
+    from storage.coordinator_log import PartitionCountError
+    from storage.partition import CorruptLogError
+
     logs.configure(args.log_level, args.log_format)
     try:
         config = load_config(args.config, args.sets)
