@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint typecheck unit integration bench clean compose-up compose-test
+.PHONY: run test lint typecheck unit integration bench bench-pipeline clean compose-up compose-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check broker protocol storage pipeline tests bench deploy
 
 typecheck: $(VENV)/.installed-dev
-	$(BIN)/mypy protocol broker storage
+	$(BIN)/mypy protocol broker storage pipeline
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests; rc=$$?; \
@@ -47,6 +47,10 @@ $(VENV)/.installed-bench: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench.run
+
+# PySpark pipeline throughput over 10M commit records (docs/benchmarks-pipeline.md).
+bench-pipeline: $(VENV)/.installed-dev
+	$(BIN)/python -m bench.pipeline_bench
 
 # The demo topology of docker-compose.yml (docs/deployment.md); needs Docker with compose.
 compose-up:

@@ -1,0 +1,510 @@
+"""Finding and reading segment files of a data directory, for the pipeline; plain Python.
+
+Both the Spark data source (``pipeline.source``) and the plain-Python oracle
+(``pipeline.history``) read segments through this module, so the rules below exist once:
+
+- **Where the files are.** Live coordinator segments are
+  ``DATA_DIR/__consumer_offsets-N/{base:020d}.log``; segments the cleaner replaced, when the
+  broker keeps history (``log.history.retention.ms``), are moved unchanged to
+  ``DATA_DIR/history/__consumer_offsets-N/`` under the same name. Topic data is
+  ``DATA_DIR/<topic>-<p>/``. Nothing else (``.cleaned``/``.swap`` files, the ``.lock``) is
+  read, and nothing is ever written or locked: a running broker's directory is fine.
+- **A segment being appended to.** A file is read as one snapshot of its bytes; reading
+  stops quietly at the last complete, CRC-valid batch (a half-written batch at the end is
+  the broker's next write in progress). Damage that is followed by a valid batch cannot be
+  a write in progress, so it raises ``SegmentReadError`` naming the file and byte.
+- **Which copy of a record counts.** History and live files hold the same record at the
+  same offset; the union, one row per (coordinator partition, log offset), is the full
+  history. Compaction only ever merges neighbouring segments and removes records, so the
+  offset ranges of all the files of a partition are nested or disjoint, and of two files
+  holding an offset the one with the narrower range is the older, fuller copy. The
+  narrowest range wins; with equal ranges the history copy (the original) wins.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+import os
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.codec import ProtocolError
+from protocol.consumer_offsets import (
+    GroupKey,
+    OffsetKey,
+    RecordKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    partition_for,
+)
+from protocol.consumer_protocol import subscribed_topics
+from protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    RecordBatchError,
+    iter_records,
+    peek_batch_header,
+    scan_batches,
+)
+from storage.segment import later_valid_batch, parse_segment_name
+
+__all__ = [
+    "COLUMNS",
+    "COORDINATOR_TOPIC",
+    "HISTORY_DIR",
+    "KINDS",
+    "SegmentFile",
+    "SegmentReadError",
+    "TimeBounds",
+    "coordinator_partition_count",
+    "coordinator_segments",
+    "decode_segment",
+    "index_segment",
+    "read_batch_headers",
+    "record_row",
+    "topic_segments",
+]
+
+COORDINATOR_TOPIC = "__consumer_offsets"
+HISTORY_DIR = "history"
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_LENGTH_AT = struct.Struct(">qi")  # base_offset, batch_length
+_CONTROL_BIT = 0x20
+_LOG_APPEND_TIME_BIT = 0x08
+
+#: Row columns, in order; ``record_row`` returns tuples in this order.
+COLUMNS = (
+    "group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp",
+    "expire_timestamp", "kind", "generation", "protocol_type", "protocol", "leader", "state",
+    "member_count", "members", "subscribed_topics", "log_offset", "coordinator_partition",
+    "segment", "record_timestamp",
+)
+KINDS = ("commit", "tombstone", "group_metadata", "group_tombstone")
+
+
+class SegmentReadError(Exception):
+    """A segment cannot be read: damage in the middle of a file, or an undecodable record."""
+
+
+# --- discovery ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    """One segment file to read, with the offset range it is the reader of.
+
+    ``end`` is None for a partition's active (last live) segment, which keeps growing.
+    ``inner`` are the ranges of narrower files of the same partition, merged and sorted:
+    records at those offsets are read from there instead. ``inode``/``device`` identify the file that was
+    planned, so a reader can follow it if the cleaner moves it into history meanwhile.
+    ``min_timestamp``/``max_timestamp`` bound the batch timestamps (None: empty file).
+    """
+
+    path: str
+    topic: str
+    partition: int
+    base_offset: int
+    history: bool
+    start: int
+    end: int | None
+    size: int
+    inode: int
+    device: int
+    min_timestamp: int | None
+    max_timestamp: int | None
+    inner: tuple[tuple[int, int], ...] = field(default=())
+
+    def owns(self, offset: int) -> bool:
+        """Whether the record at ``offset`` is to be read from this file."""
+        if offset < self.start or (self.end is not None and offset >= self.end):
+            return False
+        if not self.inner:
+            return True
+        i = bisect.bisect_right(self.inner, (offset, 2**63)) - 1
+        return i < 0 or offset >= self.inner[i][1]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentIndex:
+    """What a walk over a file's batch headers found (no record is decoded)."""
+
+    start: int | None
+    end: int | None
+    min_timestamp: int | None
+    max_timestamp: int | None
+    batches: int
+
+
+_INDEX_CACHE: dict[tuple[str, int, int, int], SegmentIndex] = {}
+
+
+def _min_timestamp(header: BatchHeader) -> int:
+    """Lower bound of a batch's record timestamps.
+
+    Coordinator records are written with timestamp delta 0 (by kcoord and by Kafka), so
+    the base timestamp is every record's timestamp; with log-append time it is max_timestamp.
+    """
+    if header.attributes & _LOG_APPEND_TIME_BIT:
+        return header.max_timestamp
+    return min(header.base_timestamp, header.max_timestamp)
+
+
+def index_segment(path: Path) -> SegmentIndex:
+    """Offset range and timestamp range of a file from its batch headers alone.
+
+    Headers are read with one ``pread`` each (61 bytes), skipping the records. Results for
+    an unchanged file (same inode, size and mtime) are cached: sealed and history files
+    never change.
+    """
+    st = os.stat(path)
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _INDEX_CACHE.get(key)
+    if cached is not None:
+        return cached
+    start = end = lo = hi = None
+    batches = 0
+    with open(path, "rb", buffering=0) as handle:
+        fd = handle.fileno()
+        pos = 0
+        while pos + HEADER_SIZE <= st.st_size:
+            raw = os.pread(fd, HEADER_SIZE, pos)
+            if len(raw) < HEADER_SIZE:
+                break
+            header = peek_batch_header(raw)
+            if header.magic != MAGIC or header.batch_length < MIN_BATCH_LENGTH:
+                break
+            if pos + header.size > st.st_size:
+                break
+            if start is None:
+                start = header.base_offset
+            end = header.next_offset
+            low = _min_timestamp(header)
+            lo = low if lo is None else min(lo, low)
+            hi = header.max_timestamp if hi is None else max(hi, header.max_timestamp)
+            batches += 1
+            pos += header.size
+    result = SegmentIndex(start, end, lo, hi, batches)
+    if len(_INDEX_CACHE) > 100_000:
+        _INDEX_CACHE.clear()
+    _INDEX_CACHE[key] = result
+    return result
+
+
+def coordinator_partition_count(data_dir: Path) -> int | None:
+    """``offsets.topic.num.partitions`` as recorded in the data directory, if it is there."""
+    try:
+        count = json.loads((Path(data_dir) / f"{COORDINATOR_TOPIC}.meta.json").read_text())["partitions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return int(count) if isinstance(count, int) and count > 0 else None
+
+
+def _partition_dirs(root: Path, coordinator: bool) -> list[tuple[str, int, Path]]:
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in root.iterdir():
+        match = _PARTITION_DIR.match(entry.name)
+        if match is None or not entry.is_dir():
+            continue
+        topic, partition = match.group(1), int(match.group(2))
+        if (topic == COORDINATOR_TOPIC) == coordinator:
+            found.append((topic, partition, entry))
+    return sorted(found, key=lambda item: (item[0], item[1]))
+
+
+def _segment_paths(directory: Path) -> list[tuple[int, Path]]:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    paths = [(base, directory / name) for name in names if (base := parse_segment_name(name)) is not None]
+    return sorted(paths)
+
+
+def _planned(path: Path, topic: str, partition: int, base: int, history: bool,
+             active: bool) -> SegmentFile | None:
+    try:
+        st = os.stat(path)
+        index = index_segment(path)
+    except FileNotFoundError:
+        return None  # the cleaner replaced it while we listed; its records are elsewhere
+    start = index.start if index.start is not None else base
+    end = None if active else (index.end if index.end is not None else base)
+    return SegmentFile(
+        str(path), topic, partition, base, history, min(start, base), end, st.st_size,
+        st.st_ino, st.st_dev, index.min_timestamp, index.max_timestamp,
+    )
+
+
+def coordinator_segments(data_dir: Path, partitions: set[int] | None = None) -> list[SegmentFile]:
+    """Every live and history segment of the coordinator log, each with the range it owns.
+
+    ``partitions`` restricts the result to those coordinator partitions.
+    """
+    data_dir = Path(data_dir)
+    files: dict[int, list[SegmentFile]] = {}
+    for history, root in ((False, data_dir), (True, data_dir / HISTORY_DIR)):
+        for topic, partition, directory in _partition_dirs(root, coordinator=True):
+            if partitions is not None and partition not in partitions:
+                continue
+            paths = _segment_paths(directory)
+            for i, (base, path) in enumerate(paths):
+                planned = _planned(path, topic, partition, base, history,
+                                   active=not history and i == len(paths) - 1)
+                if planned is not None:
+                    files.setdefault(partition, []).append(planned)
+    result: list[SegmentFile] = []
+    for partition in sorted(files):
+        result.extend(_with_inner_ranges(files[partition]))
+    return result
+
+
+def _span(segment: SegmentFile) -> tuple[int, int]:
+    return segment.start, segment.end if segment.end is not None else 2**63
+
+
+def _narrower(inner: SegmentFile, outer: SegmentFile) -> bool:
+    """Whether ``inner`` is read instead of ``outer`` for the offsets the two share."""
+    (a, b), (c, d) = _span(inner), _span(outer)
+    if not (c <= a and b <= d) or a >= b:
+        return False
+    if (a, b) != (c, d):
+        return True
+    return inner.history and not outer.history
+
+
+def _with_inner_ranges(segments: list[SegmentFile]) -> list[SegmentFile]:
+    """Each segment with the merged ranges of the narrower files nested in it.
+
+    Files are visited in start order, so each segment only looks at the files that start
+    inside its own range: the work is the sum of nesting, not the square of the file count.
+    """
+    ordered = sorted(segments, key=_span)
+    starts = [segment.start for segment in ordered]
+    out = []
+    for outer in segments:
+        lo_outer, hi_outer = _span(outer)
+        spans = []
+        for j in range(bisect.bisect_left(starts, lo_outer), len(ordered)):
+            other = ordered[j]
+            if other.start >= hi_outer:
+                break
+            if other is not outer and _narrower(other, outer):
+                spans.append(_span(other))
+        merged: list[tuple[int, int]] = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+            else:
+                merged.append((lo, hi))
+        out.append(dataclasses.replace(outer, inner=tuple(merged)))
+    return out
+
+
+def topic_segments(data_dir: Path, topics: set[str] | None = None) -> list[SegmentFile]:
+    """The segments of every topic partition stored in the data directory."""
+    result = []
+    for topic, partition, directory in _partition_dirs(Path(data_dir), coordinator=False):
+        if topics is not None and topic not in topics:
+            continue
+        paths = _segment_paths(directory)
+        for i, (base, path) in enumerate(paths):
+            planned = _planned(path, topic, partition, base, False, active=i == len(paths) - 1)
+            if planned is not None:
+                result.append(planned)
+    return result
+
+
+def partitions_of_groups(data_dir: Path, groups: set[str]) -> set[int] | None:
+    """The coordinator partitions holding ``groups``; None when the count is unknown."""
+    count = coordinator_partition_count(data_dir)
+    if count is None:
+        return None
+    return {partition_for(group, count) for group in groups}
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _resolve(segment: SegmentFile) -> Path | None:
+    """The file to read for a planned segment, following it if the cleaner moved it.
+
+    The planned file itself (same inode) if it is still there; else, for a live segment,
+    the same file moved into the history directory; else the live file that now covers the
+    planned range (the cleaner merged it away and history is off: its surviving records
+    are there). None when a history file was pruned meanwhile.
+    """
+    path = Path(segment.path)
+    candidates = [path]
+    if not segment.history:
+        candidates.append(path.parent.parent / HISTORY_DIR / path.parent.name / path.name)
+    for candidate in candidates:
+        try:
+            st = os.stat(candidate)
+        except FileNotFoundError:
+            continue
+        if (st.st_ino, st.st_dev) == (segment.inode, segment.device):
+            return candidate
+    if segment.history:
+        return None
+    covering = [p for base, p in _segment_paths(path.parent) if base <= segment.start]
+    return covering[-1] if covering else None
+
+
+def read_batch_headers(path: Path, data: bytes | None = None) -> list[tuple[int, BatchHeader]]:
+    """``(position, header)`` of every complete, CRC-valid batch of a file, in order.
+
+    Stops at a torn or in-progress tail; raises ``SegmentReadError`` when damage is
+    followed by a valid batch (that is corruption, not a write in progress).
+    """
+    if data is None:
+        data = Path(path).read_bytes()
+    found, valid = scan_batches(data)
+    if valid < len(data):
+        next_offset = found[-1][1].next_offset if found else _first_base(path, data)
+        later = later_valid_batch(data, valid, next_offset)
+        if later is not None:
+            raise SegmentReadError(
+                f"{path}: damaged batch at byte {valid} is followed by a valid batch at byte "
+                f"{later}; this is corruption, not a write in progress"
+            )
+    return found
+
+
+def _first_base(path: Path, data: bytes) -> int:
+    base = parse_segment_name(Path(path).name)
+    if base is not None:
+        return base
+    return _LENGTH_AT.unpack_from(data)[0] if len(data) >= LOG_OVERHEAD else 0
+
+
+@dataclass(frozen=True, slots=True)
+class TimeBounds:
+    """Record-timestamp bounds a reader may skip batches by (inclusive; None: open)."""
+
+    low: int | None = None
+    high: int | None = None
+
+    def admits(self, timestamp: int) -> bool:
+        return (self.low is None or timestamp >= self.low) and (self.high is None or timestamp <= self.high)
+
+    def may_hold(self, min_timestamp: int | None, max_timestamp: int | None) -> bool:
+        """Whether a batch or file with these timestamp bounds can hold an admitted record."""
+        if min_timestamp is None or max_timestamp is None:
+            return False
+        if self.low is not None and max_timestamp < self.low:
+            return False
+        return not (self.high is not None and min_timestamp > self.high)
+
+
+def decode_segment(
+    segment: SegmentFile,
+    *,
+    groups: frozenset[str] | None = None,
+    times: TimeBounds | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """The rows (``COLUMNS`` order) of the records this segment owns, in log order.
+
+    ``groups`` and ``times`` drop rows early: a batch outside the time bounds is never
+    decoded, and a record of another group is dropped after its key is read.
+    """
+    path = _resolve(segment)
+    if path is None:
+        return
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    view = memoryview(data)
+    name = str(path)
+    partition = segment.partition
+    for pos, header in read_batch_headers(path, data):
+        if header.attributes & _CONTROL_BIT:
+            continue
+        if times is not None and not times.may_hold(_min_timestamp(header), header.max_timestamp):
+            continue
+        if segment.end is not None and header.base_offset >= segment.end:
+            break
+        try:
+            records = iter_records(view[pos : pos + header.size], verify_crc=False)
+        except RecordBatchError as exc:
+            raise SegmentReadError(f"{name}: batch at byte {pos}: {exc}") from None
+        for log_offset, timestamp, key, value in records:
+            if key is None or not segment.owns(log_offset):
+                continue
+            if times is not None and not times.admits(timestamp):
+                continue
+            try:
+                row = record_row(key, value, groups)
+            except (ProtocolError, ValueError) as exc:
+                raise SegmentReadError(f"{name}: record at offset {log_offset}: {exc}") from None
+            if row is not None:
+                yield (*row, log_offset, partition, name, timestamp)
+
+
+#: Decoded keys by their bytes: a log repeats the same (group, topic, partition) keys over
+#: and over, and a dictionary lookup is far cheaper than decoding the key again.
+_KEYS: dict[bytes, RecordKey] = {}
+_KEY_CACHE_SIZE = 200_000
+_NO_OFFSET_VALUE = (None,) * 5
+_NO_GROUP_VALUE = (None,) * 8
+
+
+def record_row(key: bytes, value: bytes | None, groups: frozenset[str] | None = None) -> tuple[Any, ...] | None:
+    """The decoded columns of one ``__consumer_offsets`` record, up to ``subscribed_topics``.
+
+    None for record types this coordinator does not use (KIP-848 and later keys) and for
+    groups outside ``groups``.
+    """
+    decoded = _KEYS.get(key)
+    if decoded is None:
+        decoded = decode_key(key)
+        if len(_KEYS) >= _KEY_CACHE_SIZE:
+            _KEYS.clear()
+        _KEYS[key] = decoded
+    if isinstance(decoded, OffsetKey):
+        if groups is not None and decoded.group not in groups:
+            return None
+        head: tuple[Any, ...] = (decoded.group, decoded.topic, decoded.partition)
+        if value is None:
+            return (*head, *_NO_OFFSET_VALUE, "tombstone", *_NO_GROUP_VALUE)
+        v = decode_offset_value(value)
+        return (*head, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp,
+                "commit", *_NO_GROUP_VALUE)
+    if isinstance(decoded, GroupKey):
+        if groups is not None and decoded.group not in groups:
+            return None
+        group_head: tuple[Any, ...] = (decoded.group, None, None, *_NO_OFFSET_VALUE)
+        if value is None:
+            return (*group_head, "group_tombstone", None, None, None, None, "Dead", None, None, None)
+        body = decode_group_value(value)
+        consumer = body["protocol_type"] == "consumer"
+        members = []
+        union: set[str] | None = set() if consumer else None
+        for member in body["members"]:
+            topics = subscribed_topics(member["subscription"]) if consumer else None
+            if union is not None and topics is not None:
+                union |= topics
+            members.append({
+                "member_id": member["member_id"],
+                "group_instance_id": member["group_instance_id"],
+                "client_id": member["client_id"],
+                "client_host": member["client_host"],
+                "subscribed_topics": sorted(topics) if topics is not None else None,
+            })
+        state = "Stable" if members else "Empty"
+        return (*group_head, "group_metadata", body["generation"], body["protocol_type"], body["protocol"],
+                body["leader"], state, len(members), members,
+                sorted(union) if union is not None else None)
+    return None
