@@ -31,19 +31,6 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def offset_records(fx: Effects, tombstones: bool = False) -> int:
-    """How many of ``fx``'s records store an offset (or, with ``tombstones``, delete one).
-
-    Offset keys are key versions 0 and 1 (big-endian int16), group metadata is 2.
-    """
-    count = 0
-    for records in fx.records.values():
-        for key, value in records:
-            if key[0] == 0 and key[1] <= 1 and (value is None) is tombstones:
-                count += 1
-    return count
-
-
 class GroupService:
     def __init__(
         self,
@@ -71,10 +58,6 @@ class GroupService:
         # Metrics (read by broker.metrics at scrape time).
         self.records_appended = 0
         self.batches_appended = 0
-        self.offsets_committed = 0
-        self.offsets_expired = 0
-        self._rebalances = 0  # generation bumps: see count_rebalances
-        self._generations = {group_id: g.generation for group_id, g in coordinator.groups.items()}
         self.fsync_seconds = Histogram(FSYNC_BUCKETS)
         self.clean_seconds = Histogram(CLEAN_BUCKETS)
         self.bytes_reclaimed = 0
@@ -117,10 +100,7 @@ class GroupService:
         self._next_ticket += 1
         ticket = self._next_ticket
         self._tickets[ticket] = slot
-        fx = method(ticket, self.clock(), header.api_version, request.body, *extra)
-        if header.api_key == 8 and fx.records:  # OffsetCommit
-            self.offsets_committed += offset_records(fx)
-        self.apply(fx)
+        self.apply(method(ticket, self.clock(), header.api_version, request.body, *extra))
         return slot
 
     def respond_after(self, request: Request, body: dict[str, Any], fx: Effects) -> Slot:
@@ -140,7 +120,6 @@ class GroupService:
             for group_id, records in fx.records.items():
                 self.log.append(group_id, records, now)
                 self.records_appended += len(records)
-                self._count_generation(group_id)
             self.batches_appended += len(fx.records)
             self._flush_needed.set()
         needed = self.log.written_seq
@@ -159,26 +138,17 @@ class GroupService:
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
 
-    def _count_generation(self, group_id: str) -> None:
-        group = self.coordinator.groups.get(group_id)
-        if group is None:
-            self._generations.pop(group_id, None)
-            return
-        seen = self._generations.get(group_id, 0)
-        if group.generation != seen:
-            # A lower generation is a group deleted and created again since: count from 0.
-            self._rebalances += group.generation - seen if group.generation > seen else group.generation
-            self._generations[group_id] = group.generation
+    @property
+    def offsets_committed(self) -> int:
+        return self.coordinator.offsets_committed
+
+    @property
+    def offsets_expired(self) -> int:
+        return self.coordinator.offsets_expired
 
     def count_rebalances(self) -> int:
-        """Generation bumps so far (for metrics; walks every group, so not per request).
-
-        Groups are compared with the generation last seen when they write records (which
-        also catches a group's last generation before it is deleted) and here.
-        """
-        for group_id in self.coordinator.groups:
-            self._count_generation(group_id)
-        return self._rebalances
+        """Generation bumps since start-up (completed joins)."""
+        return self.coordinator.rebalances
 
     # ---------------------------------------------------------------- background tasks
 
@@ -229,9 +199,7 @@ class GroupService:
         """Kafka's offsets.retention.check.interval.ms cleanup task."""
         while True:
             await trio.sleep(self.expiry_interval_ms / 1000)
-            fx = self.coordinator.expire_offsets(self.clock())
-            self.offsets_expired += offset_records(fx, tombstones=True)
-            self.apply(fx)
+            self.apply(self.coordinator.expire_offsets(self.clock()))
 
     async def _flusher(self) -> None:
         while True:

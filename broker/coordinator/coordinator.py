@@ -150,6 +150,10 @@ class GroupCoordinator:
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         self._timers: list[tuple[int, int, str, str, str]] = []  # deadline, seq, kind, group, member
         self._timer_seq = 0
+        # Counters since start-up (replay does not count), read by the metrics endpoint.
+        self.rebalances = 0  # completed joins: generation bumps
+        self.offsets_committed = 0  # partition offsets stored by OffsetCommit
+        self.offsets_expired = 0  # offsets tombstoned by expiry
 
     # ------------------------------------------------------------------ timers
 
@@ -369,6 +373,7 @@ class GroupCoordinator:
             self._schedule(group.join_deadline, _JOIN, group.group_id)
             return
         group.generation += 1
+        self.rebalances += 1
         group.join_deadline = None
         group.initial_delay_remaining = None
         group.new_member_added = False
@@ -937,6 +942,7 @@ class GroupCoordinator:
             expire_timestamp=expire_ts,
         )
         self._store_offset(group_id, topic, p.partition_index, value, fx)
+        self.offsets_committed += 1
         return E.NONE
 
     def _store_offset(self, group_id: str, topic: str, partition: int, value: OffsetValue,
@@ -1100,6 +1106,7 @@ class GroupCoordinator:
                     if expired:
                         self.offsets.delete(group.group_id, topic, partition)
                         fx.write(group.group_id, encode_key(OffsetKey(group.group_id, topic, partition)), None)
+                        self.offsets_expired += 1
             if group.state is S.EMPTY and not group.members and not group.pending_members \
                     and not self.offsets.has_group(group.group_id):
                 group.transition(S.DEAD, now)
