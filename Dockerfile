@@ -31,6 +31,7 @@ COPY pyproject.toml README.md /opt/kcoord/src/
 COPY protocol /opt/kcoord/src/protocol
 COPY storage /opt/kcoord/src/storage
 COPY broker /opt/kcoord/src/broker
+COPY admin /opt/kcoord/src/admin
 COPY pipeline /opt/kcoord/src/pipeline
 RUN pip install /opt/kcoord/src
 COPY deploy/healthcheck.py /opt/kcoord/healthcheck.py

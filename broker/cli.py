@@ -25,7 +25,7 @@ def _version() -> str:
 
 # Modules that add subcommands: each has ``register(subparsers)`` and sets ``func`` on its
 # parsers to a callable taking the parsed arguments and returning the exit code.
-SUBCOMMAND_MODULES = ("broker.admin.cli", "pipeline.cli")
+SUBCOMMAND_MODULES = ("admin.cli", "pipeline.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin import cli as admin_cli
-from broker.admin.errors import UsageError
-from broker.admin.inputs import OffsetRow
-from broker.admin.plan import BY_DURATION, CURRENT, FROM_FILE, NEAREST, SHIFT_BY, TO_DATETIME, TO_OFFSET
+from admin import cli as admin_cli
+from admin.errors import UsageError
+from admin.inputs import OffsetRow
+from admin.plan import BY_DURATION, CURRENT, FROM_FILE, NEAREST, SHIFT_BY, TO_DATETIME, TO_OFFSET
 from broker.cli import build_parser, main
 
 

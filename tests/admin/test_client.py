@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from broker.admin.client import AdminClient, CommittedOffset
-from broker.admin.errors import BrokerError, GroupStateError, UnreachableError
+from admin.client import AdminClient, CommittedOffset
+from admin.errors import BrokerError, GroupStateError, UnreachableError
 from protocol.codec import decode_request, encode_response
 from protocol.errors import ErrorCode
 from protocol.messages import REQUESTS

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin.client import parse_bootstrap
-from broker.admin.errors import UsageError
-from broker.admin.inputs import (
+from admin.client import parse_bootstrap
+from admin.errors import UsageError
+from admin.inputs import (
     OffsetRow,
     TopicSpec,
     format_offsets,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.admin.errors import UsageError
-from broker.admin.inputs import OffsetRow
-from broker.admin.plan import (
+from admin.errors import UsageError
+from admin.inputs import OffsetRow
+from admin.plan import (
     BY_DURATION,
     CURRENT,
     EARLIEST,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from broker.admin.client import CommittedOffset, GroupDescription, ListedGroup, Member, Node
-from broker.admin.plan import PlanRow
-from broker.admin.render import (
+from admin.client import CommittedOffset, GroupDescription, ListedGroup, Member, Node
+from admin.plan import PlanRow
+from admin.render import (
     assigned_partitions,
     described_group,
     described_group_table,

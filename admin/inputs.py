@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from broker.admin.errors import UsageError
+from admin.errors import UsageError
 
 #: Classic group states as Kafka spells them on the wire.
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")

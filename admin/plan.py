@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.admin.errors import UsageError
-from broker.admin.inputs import OffsetRow
+from admin.errors import UsageError
+from admin.inputs import OffsetRow
 
 TopicPartition = tuple[str, int]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from broker.admin.errors import BrokerError, GroupStateError, UnreachableError, UsageError, error_name
+from admin.errors import BrokerError, GroupStateError, UnreachableError, UsageError, error_name
 from protocol.codec import ProtocolError, decode_response, encode_request
 from protocol.errors import ErrorCode
 from protocol.messages import REQUESTS

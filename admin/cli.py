@@ -15,20 +15,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.admin.client import (
+from admin.client import (
     LATEST_TIMESTAMP,
     AdminClient,
     CommittedOffset,
     TopicPartition,
 )
-from broker.admin.errors import (
+from admin.errors import (
     EXIT_OK,
     AdminError,
     BrokerError,
     GroupStateError,
     UsageError,
 )
-from broker.admin.inputs import (
+from admin.inputs import (
     OffsetRow,
     TopicSpec,
     format_offsets,
@@ -39,7 +39,7 @@ from broker.admin.inputs import (
     parse_topic_spec,
     read_offsets_file,
 )
-from broker.admin.plan import (
+from admin.plan import (
     BY_DURATION,
     BY_TIME,
     CURRENT,
@@ -55,7 +55,7 @@ from broker.admin.plan import (
     plan_reset,
     plan_restore,
 )
-from broker.admin.render import (
+from admin.render import (
     assigned_partitions,
     described_group,
     described_group_table,

@@ -10,8 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from broker.admin.client import CommittedOffset, GroupDescription, ListedGroup, Member
-from broker.admin.plan import PlanRow
+from admin.client import CommittedOffset, GroupDescription, ListedGroup, Member
+from admin.plan import PlanRow
 from protocol.codec import ProtocolError
 from protocol.consumer_protocol import decode_assignment, decode_subscription
 
