@@ -33,6 +33,7 @@ COPY storage /opt/kcoord/src/storage
 COPY broker /opt/kcoord/src/broker
 COPY admin /opt/kcoord/src/admin
 COPY pipeline /opt/kcoord/src/pipeline
+COPY kcoord /opt/kcoord/src/kcoord
 RUN pip install /opt/kcoord/src
 COPY deploy/healthcheck.py /opt/kcoord/healthcheck.py
 

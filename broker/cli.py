@@ -1,39 +1,26 @@
-"""The ``kcoord`` command."""
+"""``kcoord serve``: the broker's own command.
+
+The ``kcoord`` root (``kcoord/cli.py``) adds it next to the admin and pipeline commands;
+``python -m broker serve`` runs it alone.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from broker import logs
 from broker.config import ConfigError, load_config
 
-# The server (trio, storage) is imported only by `serve`: the admin and pipeline commands
-# start faster without it.
+# The server (trio, storage) is imported only when `serve` runs: the other kcoord commands
+# build this parser too and start faster without it.
 
 
-def _version() -> str:
-    try:
-        return version("kcoord")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
-# Modules that add subcommands: each has ``register(subparsers)`` and sets ``func`` on its
-# parsers to a callable taking the parsed arguments and returning the exit code.
-SUBCOMMAND_MODULES = ("admin.cli", "pipeline.cli")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kcoord", description="A Kafka-compatible group coordinator broker."
-    )
-    parser.add_argument("--version", action="version", version=f"kcoord {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: Any) -> None:
+    """Add ``serve`` to a parser's subcommands."""
     serve = sub.add_parser("serve", help="run the broker")
     serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any)")
     serve.add_argument("--data-dir", default="./data", type=Path, help="where the logs live")
@@ -48,8 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="serve Prometheus metrics at /metrics and a health check at /healthz (port 0: any)")
     serve.set_defaults(func=serve_command)
-    for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m broker``: the broker alone, so only ``serve``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m broker", description="The kcoord broker alone; `kcoord` has every command."
+    )
+    register(parser.add_subparsers(dest="command", required=True))
     return parser
 
 

@@ -1,6 +1,6 @@
 """``kcoord pipeline``: the Spark jobs over a data directory, from the command line.
 
-``broker.cli`` imports this module for every ``kcoord`` command, so nothing here imports
+``kcoord.cli`` imports this module for every ``kcoord`` command, so nothing here imports
 pyspark or pyarrow until a pipeline job actually runs.
 """
 

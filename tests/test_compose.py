@@ -26,9 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
-from broker.cli import build_parser, serve_command
+from broker.cli import serve_command
 from broker.config import load_config
 from broker.server import advertised, parse_listen
+from kcoord.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -500,7 +501,7 @@ def test_copied_files_exist_and_are_in_the_build_context(stages: dict[str, Stage
                 assert not dockerignored(source.rstrip("/"), patterns), f"{source} is excluded by .dockerignore"
     # what the package build needs is copied
     copied = {source.rstrip("/") for stage in stages.values() for sources, _ in stage.copies for source in sources}
-    assert {"pyproject.toml", "README.md", "protocol", "storage", "broker", "pipeline"} <= copied
+    assert {"pyproject.toml", "README.md", "protocol", "storage", "broker", "admin", "pipeline", "kcoord"} <= copied
 
 
 def test_dockerignore_keeps_local_state_out() -> None:

@@ -13,7 +13,7 @@ from admin import cli as admin_cli
 from admin.errors import UsageError
 from admin.inputs import OffsetRow
 from admin.plan import BY_DURATION, CURRENT, FROM_FILE, NEAREST, SHIFT_BY, TO_DATETIME, TO_OFFSET
-from broker.cli import build_parser, main
+from kcoord.cli import build_parser, main
 
 
 def _closed_port() -> str:

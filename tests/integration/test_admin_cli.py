@@ -33,7 +33,7 @@ RECORDS = 20  # per partition of the reset topic: 10 two hours old, then 10 ten 
 
 def kcoord(broker: BrokerProcess, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
     """Run ``kcoord ARGS --bootstrap-server <broker>`` and check its exit code."""
-    proc = subprocess.run([sys.executable, "-m", "broker", *args, "--bootstrap-server", broker.bootstrap],
+    proc = subprocess.run([sys.executable, "-m", "kcoord", *args, "--bootstrap-server", broker.bootstrap],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == expect, (
         f"kcoord {' '.join(args)} exited {proc.returncode}, expected {expect}\n"
@@ -390,7 +390,7 @@ def test_unreachable_broker_exits_3(tmp_path: Path) -> None:
     probe = socket.create_server(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    proc = subprocess.run([sys.executable, "-m", "broker", "groups", "list", "--bootstrap-server",
+    proc = subprocess.run([sys.executable, "-m", "kcoord", "groups", "list", "--bootstrap-server",
                            f"127.0.0.1:{port}", "--timeout", "2"], cwd=REPO, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 3

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 
 def _kcoord(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "kcoord", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout)
 
 

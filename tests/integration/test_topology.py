@@ -5,7 +5,7 @@ No Docker engine is needed. Each service's command comes from the compose file (
 image's ENTRYPOINT/CMD in the Dockerfile); ``kcoord:9092`` and the listen address become
 127.0.0.1 and a free port, ``/var/lib/kcoord`` becomes a temporary directory, and paths
 inside the image become the repository files the Dockerfile copies there. ``kcoord ...``
-runs as ``python -m broker ...`` and ``python ...`` with this interpreter. A service starts
+runs as ``python -m kcoord ...`` and ``python ...`` with this interpreter. A service starts
 only when its ``depends_on`` conditions hold: the broker's own healthcheck command passes,
 or a one-shot service exited 0.
 """
@@ -85,7 +85,7 @@ class LocalTopology:
     def local_argv(self, argv: list[str]) -> list[str]:
         program, *rest = [self.rewrite(part) for part in argv]
         if program == "kcoord":
-            return [sys.executable, "-m", "broker", *rest]
+            return [sys.executable, "-m", "kcoord", *rest]
         assert program == "python", f"no local mapping for {program!r}"
         return [sys.executable, *rest]
 

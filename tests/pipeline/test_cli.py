@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main as kcoord
+from kcoord.cli import main as kcoord
 from pipeline.cli import format_table, parse_time
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ def test_a_missing_java_is_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(Path(sys.executable).parent)  # python, but no java
     done = subprocess.run(
-        [sys.executable, "-m", "broker", "pipeline", "as-of", "--data-dir", str(tmp_path), "--time", "0"],
+        [sys.executable, "-m", "kcoord", "pipeline", "as-of", "--data-dir", str(tmp_path), "--time", "0"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2

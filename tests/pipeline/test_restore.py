@@ -76,7 +76,7 @@ def test_restore_as_of_makes_a_consumer_resume_at_the_offsets_of_that_time(broke
     assert {tp: v["offset"] for tp, v in restored[GROUP].items()} == wanted
 
     done = subprocess.run(
-        [sys.executable, "-m", "broker", "offsets", "restore", "--bootstrap-server", broker.bootstrap,
+        [sys.executable, "-m", "kcoord", "offsets", "restore", "--bootstrap-server", broker.bootstrap,
          "--group", GROUP, "--as-of", str(t1), "--data-dir", str(broker.data_dir), "--execute"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.cli import main as kcoord
+from kcoord.cli import main as kcoord
 from pipeline import history, jobs
 from pipeline.history import AS_OF_COLUMNS, STATS_TABLES, sort_rows
 from pipeline.segments import SegmentReadError, read_batch_headers

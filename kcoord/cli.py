@@ -1,0 +1,46 @@
+"""The ``kcoord`` command: one program for the broker, the admin tools and the pipeline.
+
+Each package owns its commands and adds them here through ``register(subparsers)``, setting
+``func`` on its parsers to a callable that takes the parsed arguments and returns the exit
+code. Registering imports no server, trio, pyspark or pyarrow: those load only when the
+command that needs them runs, so ``kcoord groups`` and ``kcoord offsets`` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+import admin.cli
+import broker.cli
+import pipeline.cli
+
+
+def _version() -> str:
+    try:
+        return version("kcoord")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kcoord", description="A Kafka-compatible group coordinator broker."
+    )
+    parser.add_argument("--version", action="version", version=f"kcoord {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    broker.cli.register(sub)
+    admin.cli.register(sub)
+    pipeline.cli.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
