@@ -18,13 +18,12 @@ from broker.metrics import ERROR_REASONS, ApiStats
 from broker.slots import Slot
 from protocol.codec import (
     API_VERSIONS_KEY,
-    ProtocolError,
     Request,
-    UnsupportedRequest,
     decode_request,
     encode_response,
     peek,
 )
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import REQUESTS
 from protocol.schema import Message
 

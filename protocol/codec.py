@@ -22,6 +22,7 @@ import construct
 from construct import Container
 
 from protocol.compiler import CompiledStruct, compile_struct
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.schema import Message
 
 API_VERSIONS_KEY = 18
@@ -31,20 +32,6 @@ REFERENCE = False
 
 _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
-
-
-class ProtocolError(Exception):
-    """Bytes that are not a valid Kafka message. The only error decoding raises."""
-
-
-class UnsupportedRequest(ProtocolError):
-    """A well-framed request for an API or version this broker does not serve."""
-
-    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
-        super().__init__(f"unsupported api_key={api_key} api_version={api_version}")
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
 
 
 @dataclass(slots=True)

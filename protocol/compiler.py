@@ -27,7 +27,7 @@ bytes on encode (missing fields take their default, extra keys are ignored, tagg
 fields equal to their default are left out unless they hold unknown tags), and the same
 accept/refuse decisions (varint lengths, negative lengths, nulls where not nullable,
 invalid UTF-8, tag order, trailing bytes inside a tagged field). Malformed input only
-ever raises ``protocol.codec.ProtocolError``; an array count that cannot fit in the
+ever raises ``protocol.errors.ProtocolError``; an array count that cannot fit in the
 bytes left is refused before any element is read.
 
 Besides the ``Container`` shape, a top-level struct can be compiled as a *projection*:
@@ -47,6 +47,7 @@ from typing import Any, TypeAlias
 
 from construct import Container
 
+from protocol.errors import ProtocolError
 from protocol.schema import (
     UNKNOWN_TAGS,
     Array,
@@ -217,12 +218,6 @@ def _min_size(node: _Node) -> int:
 # Small helpers the generated code calls on its slow paths.
 
 
-def _error() -> type[Exception]:
-    from protocol.codec import ProtocolError
-
-    return ProtocolError
-
-
 def read_uvarint(buf: bytes, pos: int, limit: int = 5) -> tuple[int, int]:
     """Unsigned LEB128 of at most ``limit`` bytes at ``pos``: (value, new position)."""
     result = 0
@@ -234,7 +229,7 @@ def read_uvarint(buf: bytes, pos: int, limit: int = 5) -> tuple[int, int]:
         if not byte & 0x80:
             return result, pos
         shift += 7
-    raise _error()(f"varint longer than {limit} bytes")
+    raise ProtocolError(f"varint longer than {limit} bytes")
 
 
 def _uvarint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
@@ -248,7 +243,7 @@ def _uvarint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
         if not byte & 0x80:
             return result, pos
         shift += 7
-    raise _error()("varint longer than 5 bytes")
+    raise ProtocolError("varint longer than 5 bytes")
 
 
 def encode_uvarint(value: int) -> bytes:
@@ -265,7 +260,7 @@ def encode_uvarint(value: int) -> bytes:
 
 def _read_tags(buf: bytes, pos: int, obj: dict[str, Any], table: dict[int, tuple[str, Decoder]]) -> int:
     """A non-empty tagged-field section, exactly as ``MessageStruct._parse`` reads it."""
-    error = _error()
+    error = ProtocolError
     count, pos = read_uvarint(buf, pos)
     end = len(buf)
     if count > end - pos:  # every entry takes at least two bytes
@@ -312,16 +307,16 @@ def _tag_section(known: list[tuple[int, bytearray]], unknown: Any, declared: fro
 
 def _as_bytes(value: Any) -> bytes:
     if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise _error()(f"bytes expected, got {type(value).__name__}")
+        raise ProtocolError(f"bytes expected, got {type(value).__name__}")
     data = bytes(value)
     if len(data) != len(value):
-        raise _error()(f"bytes-like value of {len(value)} items holds {len(data)} bytes")
+        raise ProtocolError(f"bytes-like value of {len(value)} items holds {len(data)} bytes")
     return data
 
 
 def _uuid_bytes(value: Any) -> bytes:
     if not isinstance(value, uuid.UUID):
-        raise _error()(f"uuid expected, got {value!r}")
+        raise ProtocolError(f"uuid expected, got {value!r}")
     return value.bytes
 
 
@@ -329,7 +324,7 @@ def _runtime() -> dict[str, Any]:
     return {
         "__builtins__": __builtins__,
         "_C": Container,
-        "_PE": _error(),
+        "_PE": ProtocolError,
         "_CONVERTED": _CONVERTED,
         "_UUID": uuid.UUID,
         "_uvt": _uvarint_tail,

@@ -15,8 +15,9 @@ from typing import Any
 
 from construct import ConstructError, Container
 
-from protocol.codec import ProtocolError, decode_body_reference
+from protocol.codec import decode_body_reference
 from protocol.compiler import CompiledStruct, compile_struct
+from protocol.errors import ProtocolError
 from protocol.messages.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,

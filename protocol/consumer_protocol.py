@@ -14,7 +14,8 @@ from typing import Any
 
 from construct import ConstructError, Container
 
-from protocol.codec import ProtocolError, encode_body
+from protocol.codec import encode_body
+from protocol.errors import ProtocolError
 from protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from protocol.schema import Message
 

@@ -30,8 +30,6 @@ from hypothesis import strategies as st
 from protocol import codec
 from protocol import consumer_offsets as co
 from protocol.codec import (
-    ProtocolError,
-    UnsupportedRequest,
     decode_body,
     decode_body_reference,
     decode_request,
@@ -46,6 +44,7 @@ from protocol.codec import (
     encode_response_reference,
 )
 from protocol.compiler import compile_struct
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import (
     PAIRS,
     REQUESTS,

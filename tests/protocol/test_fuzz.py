@@ -18,15 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.codec import (
-    ProtocolError,
     Request,
-    UnsupportedRequest,
     decode_body,
     decode_request,
     decode_response,
     encode_body,
 )
 from protocol.consumer_protocol import decode_assignment, decode_subscription, subscribed_topics
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.frames import DEFAULT_MAX_FRAME, MIN_REQUEST_FRAME, FrameDecoder, FrameTooLarge, FrameTooSmall
 from protocol.messages import (
     PAIRS,
