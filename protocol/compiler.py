@@ -57,8 +57,9 @@ from protocol.schema import (
     Versions,
     _has_unknown_tags,
 )
+from protocol.varint import VarintError, decode_uvarint, encode_uvarint, uvarint_tail
 
-__all__ = ["CompiledStruct", "compile_struct", "encode_uvarint", "read_uvarint"]
+__all__ = ["CompiledStruct", "compile_struct"]
 
 Decoder = Callable[[Any, int], tuple[Any, int]]
 Encoder = Callable[[Any, bytearray], None]
@@ -218,58 +219,18 @@ def _min_size(node: _Node) -> int:
 # Small helpers the generated code calls on its slow paths.
 
 
-def read_uvarint(buf: bytes, pos: int, limit: int = 5) -> tuple[int, int]:
-    """Unsigned LEB128 of at most ``limit`` bytes at ``pos``: (value, new position)."""
-    result = 0
-    shift = 0
-    for _ in range(limit):
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-    raise ProtocolError(f"varint longer than {limit} bytes")
-
-
-def _uvarint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
-    """Finish a 5-byte-max uvarint whose first byte (``first``, >= 0x80) was consumed."""
-    result = first & 0x7F
-    shift = 7
-    for _ in range(4):
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-    raise ProtocolError("varint longer than 5 bytes")
-
-
-def encode_uvarint(value: int) -> bytes:
-    """Exactly ``protocol.types.encode_uvarint`` (no upper bound, negatives refused)."""
-    if 0 <= value <= 0x7F:
-        return bytes((value,))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _read_tags(buf: bytes, pos: int, obj: dict[str, Any], table: dict[int, tuple[str, Decoder]]) -> int:
     """A non-empty tagged-field section, exactly as ``MessageStruct._parse`` reads it."""
     error = ProtocolError
-    count, pos = read_uvarint(buf, pos)
+    count, pos = decode_uvarint(buf, pos)
     end = len(buf)
     if count > end - pos:  # every entry takes at least two bytes
         raise error(f"tagged-field count {count} exceeds the {end - pos} bytes left")
     unknown: dict[int, bytes] = {}
     previous = -1
     for _ in range(count):
-        tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
+        tag, pos = decode_uvarint(buf, pos)
+        size, pos = decode_uvarint(buf, pos)
         if tag <= previous:
             raise error(f"tagged fields out of order (tag {tag})")
         previous = tag
@@ -325,9 +286,10 @@ def _runtime() -> dict[str, Any]:
         "__builtins__": __builtins__,
         "_C": Container,
         "_PE": ProtocolError,
+        "_VE": VarintError,
         "_CONVERTED": _CONVERTED,
         "_UUID": uuid.UUID,
-        "_uvt": _uvarint_tail,
+        "_uvt": uvarint_tail,
         "_uve": encode_uvarint,
         "_tags": _read_tags,
         "_tsec": _tag_section,
@@ -802,7 +764,7 @@ def decode(buf, pos=0):
         if type(buf) is not bytes:
             buf = bytes(buf)
         return {decoder}(buf, pos)
-    except _PE as exc:
+    except (_PE, _VE) as exc:
         raise _PE("malformed " + _LABEL + ": " + str(exc)) from None
     except _CONVERTED as exc:
         raise _PE("malformed " + _LABEL + ": " + type(exc).__name__ + ": " + str(exc)) from None
@@ -811,7 +773,7 @@ def decode(buf, pos=0):
 def encode(v, out):
     try:
         {encoder}(v, out)
-    except _PE as exc:
+    except (_PE, _VE) as exc:
         raise _PE("cannot encode " + _LABEL + ": " + str(exc)) from None
     except _CONVERTED as exc:
         raise _PE("cannot encode " + _LABEL + ": " + type(exc).__name__ + ": " + str(exc)) from None

@@ -39,6 +39,7 @@ import crc32c
 from construct import Construct, stream_read, stream_write
 
 from protocol import types as t
+from protocol.varint import SMALL_VARINTS, ZIGZAG_ONE_BYTE, VarintError, encode_zigzag, zigzag_tail
 
 __all__ = [
     "BATCH_HEADER",
@@ -485,29 +486,13 @@ class _Malformed(RecordBatchError):
         super().__init__(f"malformed record batch: {reason}")
 
 
-def _varint_tail(buf: bytes, pos: int, first: int, limit: int, bits: int) -> tuple[int, int]:
-    """Finish a zig-zag varint whose first byte (``first``, >= 0x80) is consumed."""
-    raw = first & 0x7F
-    shift = 7
-    for _ in range(limit - 1):
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if raw >> bits:
-                raise _Malformed(f"varint exceeds {bits} bits")
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-    raise _Malformed(f"varint longer than {limit} bytes")
-
-
 # (base_offset, base_timestamp, log_append_time or None): produce (offset, timestamp,
 # key, value) tuples instead of ``Record`` objects.
 _Placement = tuple[int, int, int | None]
 
 
 # The loop's source: ``$VARINT(name, max_bytes, bits)`` lines expand to an inline
-# zig-zag varint read (one- and two-byte values without a call; ``_varint_tail`` beyond).
+# zig-zag varint read (one- and two-byte values without a call; ``zigzag_tail`` beyond).
 _SCAN_SOURCE = """
 def scan(buf, count, place):
     size = len(buf)
@@ -605,9 +590,7 @@ else:
         {name} = (raw >> 1) ^ -(raw & 1)
         pos += 2
     else:
-        {name}, pos = _varint_tail(buf, pos + 1, byte, {limit}, {bits})"""
-
-_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(128))
+        {name}, pos = _zigzag_tail(buf, pos + 1, byte, {limit}, {bits})"""
 
 
 def _expand_varints(source: str) -> str:
@@ -624,8 +607,8 @@ def _build_scan() -> Callable[[bytes, int, _Placement | None], list[Any]]:
         "_Malformed": _Malformed,
         "RecordBatchError": RecordBatchError,
         "Record": Record,
-        "_ZIGZAG": _ZIGZAG,
-        "_varint_tail": _varint_tail,
+        "_ZIGZAG": ZIGZAG_ONE_BYTE,
+        "_zigzag_tail": zigzag_tail,
     }
     exec(compile(_expand_varints(_SCAN_SOURCE), "<records scan>", "exec"), namespace)
     scan: Callable[[bytes, int, _Placement | None], list[Any]] = namespace["scan"]
@@ -642,6 +625,8 @@ def _scan(section: bytes, count: int, place: _Placement | None) -> list[Any]:
         return _scan_records(section, count, place)
     except RecordBatchError:
         raise
+    except VarintError as exc:
+        raise _Malformed(str(exc)) from None
     except (IndexError, ValueError) as exc:  # ran off the end; bad UTF-8 in a header key
         raise _Malformed(f"{type(exc).__name__}: {exc}") from None
 
@@ -652,15 +637,11 @@ def _parse_records(section: bytes, count: int) -> list[Record]:
 
 
 def _zigzag(value: Any, bits: int) -> bytes:
-    """VARINT (32) / VARLONG (64) exactly as ``types._ZigZag._build`` writes them."""
-    if not isinstance(value, int) or not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise _Unencodable(f"varint{bits} out of range: {value!r}")
-    if -64 <= value < 64:
-        return _ONE_BYTE[value]
-    return t.encode_uvarint(((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1))
-
-
-_ONE_BYTE = {v: bytes((((v << 1) ^ (v >> 63)) & 0xFF,)) for v in range(-64, 64)}
+    """VARINT (32) / VARLONG (64), refused as a record that cannot be encoded."""
+    try:
+        return encode_zigzag(value, bits)
+    except VarintError as exc:
+        raise _Unencodable(str(exc)) from None
 
 
 class _Unencodable(RecordBatchError):
@@ -691,7 +672,7 @@ def _encode_records(records: Iterable[Record]) -> bytes:
     anything else goes through the checked helpers.
     """
     out = bytearray()
-    small = _ONE_BYTE
+    small = SMALL_VARINTS
     for record in records:
         if not isinstance(record, Record):
             raise _Unencodable(f"Record expected, got {type(record).__name__}")

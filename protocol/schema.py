@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from construct import Construct, Container, stream_read, stream_write
 
 from protocol import types as t
+from protocol.varint import encode_uvarint
 
 if TYPE_CHECKING:
     from protocol.compiler import CompiledStruct
@@ -256,12 +257,12 @@ class MessageStruct(Construct):
             return obj
         for name, _, decl in self.tagged.values():
             obj[name] = decl.default_value(self.version)
-        count = t.read_uvarint(stream, path)
+        count = t.parse_uvarint(stream, path)
         unknown: dict[int, bytes] = {}
         previous = -1
         for _ in range(count):
-            tag = t.read_uvarint(stream, path)
-            size = t.read_uvarint(stream, path)
+            tag = t.parse_uvarint(stream, path)
+            size = t.parse_uvarint(stream, path)
             if tag <= previous:
                 raise t.WireError(f"tagged fields out of order (tag {tag})", path=path)
             previous = tag
@@ -302,10 +303,10 @@ class MessageStruct(Construct):
         if unknown:
             out.extend((tag, bytes(raw)) for tag, raw in unknown.items() if tag not in self.tagged)
         out.sort()
-        section = bytearray(t.encode_uvarint(len(out)))
+        section = bytearray(encode_uvarint(len(out)))
         for tag, raw in out:
-            section += t.encode_uvarint(tag)
-            section += t.encode_uvarint(len(raw))
+            section += encode_uvarint(tag)
+            section += encode_uvarint(len(raw))
             section += raw
         stream_write(stream, bytes(section), len(section), path)
         return obj
