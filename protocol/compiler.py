@@ -1,12 +1,13 @@
 """Compile field tables into fast Python decoders and encoders.
 
 ``protocol.schema`` declares every message once, as a table of ``Field`` rows, and
-``build_struct`` turns one version of a table into a construct. That construct is exact
-but slow: a Python call per primitive, a ``BytesIO`` per message, a context per struct.
-``compile_struct`` takes the very same inputs (field table, version, flexible flag),
-writes the Python source of a decoder and an encoder specialised to that one layout,
-runs it through ``exec`` once and caches the result (``Message.compiled``), much as
-construct's own ``compile()`` does, but from our building blocks:
+``protocol.builder`` turns one version of a table into a construct. That construct is
+exact but slow: a Python call per primitive, a ``BytesIO`` per message, a context per
+struct. ``compile_struct`` takes the very same inputs (field table, version, flexible
+flag), writes the Python source of a decoder and an encoder specialised to that one
+layout and runs it through ``exec`` once; ``compiled_for`` caches the result per message
+and version. This is much as construct's own ``compile()`` does, but from our building
+blocks:
 
 * a run of consecutive fixed-width fields (bool, ints, float64, uuid), together with the
   int8/int16/int32 prefix of the variable-size field ending the run (a string or bytes
@@ -48,18 +49,10 @@ from typing import Any, TypeAlias
 from construct import Container
 
 from protocol.errors import ProtocolError
-from protocol.schema import (
-    UNKNOWN_TAGS,
-    Array,
-    Field,
-    FieldType,
-    Struct,
-    Versions,
-    _has_unknown_tags,
-)
+from protocol.schema import UNKNOWN_TAGS, Array, Field, FieldType, Message, Struct, Versions, has_unknown_tags
 from protocol.varint import VarintError, decode_uvarint, encode_uvarint, uvarint_tail
 
-__all__ = ["CompiledStruct", "compile_struct"]
+__all__ = ["CompiledStruct", "compile_struct", "compiled_for"]
 
 Decoder = Callable[[Any, int], tuple[Any, int]]
 Encoder = Callable[[Any, bytearray], None]
@@ -93,7 +86,7 @@ _MISSING: Any = object()
 # --------------------------------------------------------------------------- IR
 #
 # A version-specific description of a layout, built from the declarations with exactly
-# the rules of ``schema._construct_for`` / ``schema.build_struct``.
+# the rules of ``builder._construct_for`` / ``builder.build_struct``.
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -148,7 +141,7 @@ _Node: TypeAlias = _FixedT | _StrT | _BytesT | _ArrayT | _StructT | _NullableT
 
 
 def _node_for(decl: Field, type_: FieldType, version: int, flexible: bool) -> _Node:
-    """Mirror of ``schema._construct_for``."""
+    """Mirror of ``builder._construct_for``."""
     nullable = version in Versions.parse(decl.nullable)
     compact = flexible if decl.flexible is None else version in Versions.parse(decl.flexible)
     if isinstance(type_, Array):
@@ -175,7 +168,7 @@ def _node_for(decl: Field, type_: FieldType, version: int, flexible: bool) -> _N
 
 @functools.cache
 def _struct_ir(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructT:
-    """Mirror of ``schema.build_struct`` (cached the same way, so shared structs share code)."""
+    """Mirror of ``builder.build_struct`` (cached the same way, so shared structs share code)."""
     plain: list[_Member] = []
     tagged: list[_Member] = []
     for decl in fields:
@@ -220,7 +213,7 @@ def _min_size(node: _Node) -> int:
 
 
 def _read_tags(buf: bytes, pos: int, obj: dict[str, Any], table: dict[int, tuple[str, Decoder]]) -> int:
-    """A non-empty tagged-field section, exactly as ``MessageStruct._parse`` reads it."""
+    """A non-empty tagged-field section, exactly as ``builder.MessageStruct._parse`` reads it."""
     error = ProtocolError
     count, pos = decode_uvarint(buf, pos)
     end = len(buf)
@@ -253,7 +246,7 @@ def _read_tags(buf: bytes, pos: int, obj: dict[str, Any], table: dict[int, tuple
 
 
 def _tag_section(known: list[tuple[int, bytearray]], unknown: Any, declared: frozenset[int]) -> bytes:
-    """The tagged-field section, exactly as ``MessageStruct._build`` writes it."""
+    """The tagged-field section, exactly as ``builder.MessageStruct._build`` writes it."""
     out: list[tuple[int, Any]] = list(known)
     if unknown:
         out.extend((tag, bytes(raw)) for tag, raw in unknown.items() if tag not in declared)
@@ -295,7 +288,7 @@ def _runtime() -> dict[str, Any]:
         "_tsec": _tag_section,
         "_tob": _as_bytes,
         "_ub": _uuid_bytes,
-        "_hut": _has_unknown_tags,
+        "_hut": has_unknown_tags,
         "_su": struct.unpack_from,
         "_sp": struct.pack,
         "_M": _MISSING,
@@ -792,7 +785,7 @@ def compile_struct(
 ) -> CompiledStruct:
     """Generate, ``exec`` and return the codec of a field table at one version.
 
-    The inputs are those of ``schema.build_struct``. With ``project`` the decoder returns
+    The inputs are those of ``builder.build_struct``. With ``project`` the decoder returns
     ``factory(*values)`` (a tuple without a factory) of the named fields, in that order,
     instead of a Container; names absent at this version take ``missing[name]``. The
     encoder always takes a dict.
@@ -812,3 +805,23 @@ def compile_struct(
         namespace[table] = {tag: (name, namespace[fn]) for tag, name, fn in entries}
     names = tuple(m.name for m in st.plain) + tuple(m.name for m in st.tagged)
     return CompiledStruct(label, flexible, names, namespace["decode"], namespace["encode"], source)
+
+
+_COMPILED: dict[tuple[Message, int], CompiledStruct] = {}
+
+
+def compiled_for(message: Message, version: int) -> CompiledStruct:
+    """The generated codec of ``message`` at ``version`` (built once, then cached).
+
+    Only versions the message declares are ever cached, so a hit also means the version
+    is valid.
+    """
+    built = _COMPILED.get((message, version))
+    if built is None:
+        if not message.has_version(version):
+            raise ValueError(f"{message.name} has no version {version}")
+        built = compile_struct(
+            message.fields, version, message.is_flexible(version), label=f"{message.name} v{version}"
+        )
+        _COMPILED[(message, version)] = built
+    return built

@@ -17,6 +17,7 @@ from construct import Container
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.builder import build_struct
 from protocol.codec import (
     Request,
     decode_body,
@@ -36,7 +37,7 @@ from protocol.messages import (
     RequestHeader,
     ResponseHeader,
 )
-from protocol.schema import Array, Field, Message, Struct, build_struct, default_struct
+from protocol.schema import Array, Field, Message, Struct, default_struct
 from tests.protocol.strategies import plain, value_for, versions_of
 
 MESSAGES: list[Message] = [m for pair in PAIRS for m in pair] + [
