@@ -21,6 +21,7 @@ from typing import Any
 import construct
 from construct import Container
 
+from protocol.api_keys import ApiKey
 from protocol.builder import struct_for
 from protocol.compiler import CompiledStruct, compile_struct, compiled_for
 from protocol.errors import ProtocolError, UnsupportedRequest
@@ -29,7 +30,8 @@ from protocol.messages.headers import RequestHeader as REQUEST_HEADER
 from protocol.messages.headers import ResponseHeader as RESPONSE_HEADER
 from protocol.schema import Message
 
-API_VERSIONS_KEY = 18
+#: A plain int for the hot paths' comparison (an IntEnum member lookup costs more on 3.11).
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 #: Use the construct reference path everywhere (slow; for tests and debugging).
 REFERENCE = False
@@ -96,7 +98,7 @@ def request_header_version(message: Message, api_version: int) -> int:
 
 def response_header_version(message: Message, api_version: int) -> int:
     """Header v1 for flexible versions, v0 otherwise; ApiVersions always v0 (KIP-511)."""
-    if message.api_key == API_VERSIONS_KEY:
+    if message.api_key == ApiKey.API_VERSIONS:
         return 0
     return 1 if message.is_flexible(api_version) else 0
 
@@ -157,7 +159,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
         return encode_response_reference(api_key, api_version, correlation_id, body)
     message = RESPONSES[api_key]
     body_codec = compiled_for(message, api_version)
-    header_version = 1 if body_codec.flexible and api_key != API_VERSIONS_KEY else 0
+    header_version = 1 if body_codec.flexible and api_key != _API_VERSIONS else 0
     out = bytearray(4)
     _response_header(header_version).encode({"correlation_id": correlation_id}, out)
     body_codec.encode(body, out)
@@ -192,7 +194,7 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
         return decode_response_reference(api_key, api_version, frame)
     message = RESPONSES[api_key]
     body_codec = compiled_for(message, api_version)
-    header_version = 1 if body_codec.flexible and api_key != API_VERSIONS_KEY else 0
+    header_version = 1 if body_codec.flexible and api_key != _API_VERSIONS else 0
     (correlation_id,), pos = _response_header(header_version).decode(frame, 0)
     body, pos = body_codec.decode(frame, pos)
     if pos != len(frame):

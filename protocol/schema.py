@@ -20,6 +20,8 @@ from typing import Any
 
 from construct import Container
 
+from protocol.api_keys import ApiKey
+
 UNKNOWN_TAGS = "_unknown_tags"
 
 _MISSING: Any = object()
@@ -166,7 +168,7 @@ class Message:
     """
 
     name: str
-    api_key: int | None
+    api_key: ApiKey | None
     kind: str  # "request", "response", "header" or "data"
     versions: str
     flexible: str
