@@ -65,13 +65,15 @@ from protocol.records import (
     Compression,
     Record,
     RecordBatchError,
+    decode_batch,
+    encode_batch,
+    iter_records,
+)
+from protocol.records.batch import (
     _encode_records,
     _encode_records_reference,
     _parse_records,
     _parse_records_reference,
-    decode_batch,
-    encode_batch,
-    iter_records,
 )
 from protocol.schema import UNKNOWN_TAGS, Message
 from tests.protocol.strategies import example_for, value_for, versions_of
