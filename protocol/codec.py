@@ -204,7 +204,7 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
 
 # --------------------------------------------------------------------------- reference
 #
-# The same functions through the construct of ``Message.struct``: the executable
+# The same functions through the construct of ``struct_for``: the executable
 # specification the generated codecs are tested against.
 
 

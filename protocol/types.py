@@ -1,8 +1,9 @@
 """Kafka's primitive wire types as construct building blocks.
 
 Every type of the Kafka protocol is one small construct here; messages are assembled
-from them by ``protocol.schema``. Parsing problems raise ``construct.ConstructError``
+from them by ``protocol.builder``. Parsing problems raise ``construct.ConstructError``
 subclasses (never anything else); ``protocol.codec`` turns those into ``ProtocolError``.
+The varint arithmetic itself is ``protocol.varint``'s.
 """
 
 from __future__ import annotations
