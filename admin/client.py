@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from admin.errors import BrokerError, GroupStateError, UnreachableError, UsageError, error_name
-from protocol.codec import ProtocolError, decode_response, encode_request
-from protocol.errors import ErrorCode
+from protocol.codec import decode_response, encode_request
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import REQUESTS
 
 E = ErrorCode

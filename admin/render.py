@@ -12,8 +12,8 @@ from typing import Any
 
 from admin.client import CommittedOffset, GroupDescription, ListedGroup, Member
 from admin.plan import PlanRow
-from protocol.codec import ProtocolError
 from protocol.consumer_protocol import decode_assignment, decode_subscription
+from protocol.errors import ProtocolError
 
 TopicPartition = tuple[str, int]
 

@@ -16,15 +16,9 @@ from broker.context import BrokerContext
 from broker.handlers import cluster
 from broker.metrics import ERROR_REASONS, ApiStats
 from broker.slots import Slot
-from protocol.codec import (
-    API_VERSIONS_KEY,
-    ProtocolError,
-    Request,
-    UnsupportedRequest,
-    decode_request,
-    encode_response,
-    peek,
-)
+from protocol.api_keys import ApiKey
+from protocol.codec import Request, decode_request, encode_response, peek
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import REQUESTS
 from protocol.schema import Message
 
@@ -56,7 +50,7 @@ class Router:
         self._served: dict[int, Message] | None = None
         self.errors = dict.fromkeys(ERROR_REASONS, 0)
         self.request_logging = request_logging  # one INFO line per request (--request-log)
-        self.register(API_VERSIONS_KEY, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
+        self.register(ApiKey.API_VERSIONS, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
         self.register(10, lambda r, _: cluster.handle_find_coordinator(ctx, r))
 
     def register(self, api_key: int, handler: Handler) -> None:
@@ -81,10 +75,10 @@ class Router:
             request = decode_request(frame, self.served)
         except UnsupportedRequest as exc:
             self.errors["unsupported"] += 1
-            if exc.api_key == API_VERSIONS_KEY:
+            if exc.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer with a v0 body so the client can step down.
                 return encode_response(
-                    API_VERSIONS_KEY, 0, exc.correlation_id,
+                    ApiKey.API_VERSIONS, 0, exc.correlation_id,
                     cluster.unsupported_api_versions_body(self.served),
                 )
             return Close(f"{exc} from {peer}")

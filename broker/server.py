@@ -32,7 +32,8 @@ from broker.metrics_http import MetricsEndpoint
 from broker.router import Close, Outcome, Router
 from broker.slots import Slot
 from broker.topics import TopicCatalog
-from protocol.codec import ProtocolError, Request
+from protocol.codec import Request
+from protocol.errors import ProtocolError
 from protocol.frames import FrameDecoder
 
 log = logging.getLogger("kcoord.server")

@@ -13,7 +13,8 @@ import socket
 import struct
 import sys
 
-from protocol.codec import ProtocolError, decode_response, encode_request
+from protocol.codec import decode_response, encode_request
+from protocol.errors import ProtocolError
 
 API_VERSIONS = 18
 API_VERSIONS_VERSION = 3

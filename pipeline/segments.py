@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import ProtocolError
 from protocol.consumer_offsets import (
     GroupKey,
     OffsetKey,
@@ -45,6 +44,7 @@ from protocol.consumer_offsets import (
     partition_for,
 )
 from protocol.consumer_protocol import subscribed_topics
+from protocol.errors import ProtocolError
 from protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,

@@ -1,10 +1,8 @@
 """The Kafka wire protocol, sans-IO: bytes in, plain objects out, and back."""
 
 from protocol.codec import (
-    ProtocolError,
     Request,
     RequestHeader,
-    UnsupportedRequest,
     decode_body,
     decode_request,
     decode_response,
@@ -12,7 +10,7 @@ from protocol.codec import (
     encode_request,
     encode_response,
 )
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError, UnsupportedRequest
 
 __all__ = [
     "ErrorCode",

@@ -1,12 +1,13 @@
 """Compile field tables into fast Python decoders and encoders.
 
 ``protocol.schema`` declares every message once, as a table of ``Field`` rows, and
-``build_struct`` turns one version of a table into a construct. That construct is exact
-but slow: a Python call per primitive, a ``BytesIO`` per message, a context per struct.
-``compile_struct`` takes the very same inputs (field table, version, flexible flag),
-writes the Python source of a decoder and an encoder specialised to that one layout,
-runs it through ``exec`` once and caches the result (``Message.compiled``), much as
-construct's own ``compile()`` does, but from our building blocks:
+``protocol.builder`` turns one version of a table into a construct. That construct is
+exact but slow: a Python call per primitive, a ``BytesIO`` per message, a context per
+struct. ``compile_struct`` takes the very same inputs (field table, version, flexible
+flag), writes the Python source of a decoder and an encoder specialised to that one
+layout and runs it through ``exec`` once; ``compiled_for`` caches the result per message
+and version. This is much as construct's own ``compile()`` does, but from our building
+blocks:
 
 * a run of consecutive fixed-width fields (bool, ints, float64, uuid), together with the
   int8/int16/int32 prefix of the variable-size field ending the run (a string or bytes
@@ -27,7 +28,7 @@ bytes on encode (missing fields take their default, extra keys are ignored, tagg
 fields equal to their default are left out unless they hold unknown tags), and the same
 accept/refuse decisions (varint lengths, negative lengths, nulls where not nullable,
 invalid UTF-8, tag order, trailing bytes inside a tagged field). Malformed input only
-ever raises ``protocol.codec.ProtocolError``; an array count that cannot fit in the
+ever raises ``protocol.errors.ProtocolError``; an array count that cannot fit in the
 bytes left is refused before any element is read.
 
 Besides the ``Container`` shape, a top-level struct can be compiled as a *projection*:
@@ -47,17 +48,11 @@ from typing import Any, TypeAlias
 
 from construct import Container
 
-from protocol.schema import (
-    UNKNOWN_TAGS,
-    Array,
-    Field,
-    FieldType,
-    Struct,
-    Versions,
-    _has_unknown_tags,
-)
+from protocol.errors import ProtocolError
+from protocol.schema import UNKNOWN_TAGS, Array, Field, FieldType, Message, Struct, Versions, has_unknown_tags
+from protocol.varint import VarintError, decode_uvarint, encode_uvarint, uvarint_tail
 
-__all__ = ["CompiledStruct", "compile_struct", "encode_uvarint", "read_uvarint"]
+__all__ = ["CompiledStruct", "compile_struct", "compiled_for"]
 
 Decoder = Callable[[Any, int], tuple[Any, int]]
 Encoder = Callable[[Any, bytearray], None]
@@ -91,7 +86,7 @@ _MISSING: Any = object()
 # --------------------------------------------------------------------------- IR
 #
 # A version-specific description of a layout, built from the declarations with exactly
-# the rules of ``schema._construct_for`` / ``schema.build_struct``.
+# the rules of ``builder._construct_for`` / ``builder.build_struct``.
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -146,7 +141,7 @@ _Node: TypeAlias = _FixedT | _StrT | _BytesT | _ArrayT | _StructT | _NullableT
 
 
 def _node_for(decl: Field, type_: FieldType, version: int, flexible: bool) -> _Node:
-    """Mirror of ``schema._construct_for``."""
+    """Mirror of ``builder._construct_for``."""
     nullable = version in Versions.parse(decl.nullable)
     compact = flexible if decl.flexible is None else version in Versions.parse(decl.flexible)
     if isinstance(type_, Array):
@@ -173,7 +168,7 @@ def _node_for(decl: Field, type_: FieldType, version: int, flexible: bool) -> _N
 
 @functools.cache
 def _struct_ir(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructT:
-    """Mirror of ``schema.build_struct`` (cached the same way, so shared structs share code)."""
+    """Mirror of ``builder.build_struct`` (cached the same way, so shared structs share code)."""
     plain: list[_Member] = []
     tagged: list[_Member] = []
     for decl in fields:
@@ -217,64 +212,18 @@ def _min_size(node: _Node) -> int:
 # Small helpers the generated code calls on its slow paths.
 
 
-def _error() -> type[Exception]:
-    from protocol.codec import ProtocolError
-
-    return ProtocolError
-
-
-def read_uvarint(buf: bytes, pos: int, limit: int = 5) -> tuple[int, int]:
-    """Unsigned LEB128 of at most ``limit`` bytes at ``pos``: (value, new position)."""
-    result = 0
-    shift = 0
-    for _ in range(limit):
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-    raise _error()(f"varint longer than {limit} bytes")
-
-
-def _uvarint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
-    """Finish a 5-byte-max uvarint whose first byte (``first``, >= 0x80) was consumed."""
-    result = first & 0x7F
-    shift = 7
-    for _ in range(4):
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-    raise _error()("varint longer than 5 bytes")
-
-
-def encode_uvarint(value: int) -> bytes:
-    """Exactly ``protocol.types.encode_uvarint`` (no upper bound, negatives refused)."""
-    if 0 <= value <= 0x7F:
-        return bytes((value,))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _read_tags(buf: bytes, pos: int, obj: dict[str, Any], table: dict[int, tuple[str, Decoder]]) -> int:
-    """A non-empty tagged-field section, exactly as ``MessageStruct._parse`` reads it."""
-    error = _error()
-    count, pos = read_uvarint(buf, pos)
+    """A non-empty tagged-field section, exactly as ``builder.MessageStruct._parse`` reads it."""
+    error = ProtocolError
+    count, pos = decode_uvarint(buf, pos)
     end = len(buf)
     if count > end - pos:  # every entry takes at least two bytes
         raise error(f"tagged-field count {count} exceeds the {end - pos} bytes left")
     unknown: dict[int, bytes] = {}
     previous = -1
     for _ in range(count):
-        tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
+        tag, pos = decode_uvarint(buf, pos)
+        size, pos = decode_uvarint(buf, pos)
         if tag <= previous:
             raise error(f"tagged fields out of order (tag {tag})")
         previous = tag
@@ -297,7 +246,7 @@ def _read_tags(buf: bytes, pos: int, obj: dict[str, Any], table: dict[int, tuple
 
 
 def _tag_section(known: list[tuple[int, bytearray]], unknown: Any, declared: frozenset[int]) -> bytes:
-    """The tagged-field section, exactly as ``MessageStruct._build`` writes it."""
+    """The tagged-field section, exactly as ``builder.MessageStruct._build`` writes it."""
     out: list[tuple[int, Any]] = list(known)
     if unknown:
         out.extend((tag, bytes(raw)) for tag, raw in unknown.items() if tag not in declared)
@@ -312,16 +261,16 @@ def _tag_section(known: list[tuple[int, bytearray]], unknown: Any, declared: fro
 
 def _as_bytes(value: Any) -> bytes:
     if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise _error()(f"bytes expected, got {type(value).__name__}")
+        raise ProtocolError(f"bytes expected, got {type(value).__name__}")
     data = bytes(value)
     if len(data) != len(value):
-        raise _error()(f"bytes-like value of {len(value)} items holds {len(data)} bytes")
+        raise ProtocolError(f"bytes-like value of {len(value)} items holds {len(data)} bytes")
     return data
 
 
 def _uuid_bytes(value: Any) -> bytes:
     if not isinstance(value, uuid.UUID):
-        raise _error()(f"uuid expected, got {value!r}")
+        raise ProtocolError(f"uuid expected, got {value!r}")
     return value.bytes
 
 
@@ -329,16 +278,17 @@ def _runtime() -> dict[str, Any]:
     return {
         "__builtins__": __builtins__,
         "_C": Container,
-        "_PE": _error(),
+        "_PE": ProtocolError,
+        "_VE": VarintError,
         "_CONVERTED": _CONVERTED,
         "_UUID": uuid.UUID,
-        "_uvt": _uvarint_tail,
+        "_uvt": uvarint_tail,
         "_uve": encode_uvarint,
         "_tags": _read_tags,
         "_tsec": _tag_section,
         "_tob": _as_bytes,
         "_ub": _uuid_bytes,
-        "_hut": _has_unknown_tags,
+        "_hut": has_unknown_tags,
         "_su": struct.unpack_from,
         "_sp": struct.pack,
         "_M": _MISSING,
@@ -807,7 +757,7 @@ def decode(buf, pos=0):
         if type(buf) is not bytes:
             buf = bytes(buf)
         return {decoder}(buf, pos)
-    except _PE as exc:
+    except (_PE, _VE) as exc:
         raise _PE("malformed " + _LABEL + ": " + str(exc)) from None
     except _CONVERTED as exc:
         raise _PE("malformed " + _LABEL + ": " + type(exc).__name__ + ": " + str(exc)) from None
@@ -816,7 +766,7 @@ def decode(buf, pos=0):
 def encode(v, out):
     try:
         {encoder}(v, out)
-    except _PE as exc:
+    except (_PE, _VE) as exc:
         raise _PE("cannot encode " + _LABEL + ": " + str(exc)) from None
     except _CONVERTED as exc:
         raise _PE("cannot encode " + _LABEL + ": " + type(exc).__name__ + ": " + str(exc)) from None
@@ -835,7 +785,7 @@ def compile_struct(
 ) -> CompiledStruct:
     """Generate, ``exec`` and return the codec of a field table at one version.
 
-    The inputs are those of ``schema.build_struct``. With ``project`` the decoder returns
+    The inputs are those of ``builder.build_struct``. With ``project`` the decoder returns
     ``factory(*values)`` (a tuple without a factory) of the named fields, in that order,
     instead of a Container; names absent at this version take ``missing[name]``. The
     encoder always takes a dict.
@@ -855,3 +805,23 @@ def compile_struct(
         namespace[table] = {tag: (name, namespace[fn]) for tag, name, fn in entries}
     names = tuple(m.name for m in st.plain) + tuple(m.name for m in st.tagged)
     return CompiledStruct(label, flexible, names, namespace["decode"], namespace["encode"], source)
+
+
+_COMPILED: dict[tuple[Message, int], CompiledStruct] = {}
+
+
+def compiled_for(message: Message, version: int) -> CompiledStruct:
+    """The generated codec of ``message`` at ``version`` (built once, then cached).
+
+    Only versions the message declares are ever cached, so a hit also means the version
+    is valid.
+    """
+    built = _COMPILED.get((message, version))
+    if built is None:
+        if not message.has_version(version):
+            raise ValueError(f"{message.name} has no version {version}")
+        built = compile_struct(
+            message.fields, version, message.is_flexible(version), label=f"{message.name} v{version}"
+        )
+        _COMPILED[(message, version)] = built
+    return built

@@ -15,8 +15,10 @@ from typing import Any
 
 from construct import ConstructError, Container
 
-from protocol.codec import ProtocolError, decode_body_reference
-from protocol.compiler import CompiledStruct, compile_struct
+from protocol.builder import struct_for
+from protocol.codec import decode_body_reference
+from protocol.compiler import CompiledStruct, compile_struct, compiled_for
+from protocol.errors import ProtocolError
 from protocol.messages.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -115,7 +117,7 @@ def _offset_value_decoder(version: int) -> CompiledStruct:
 
 def _encode(message: Message, version: int, body: dict[str, Any]) -> bytes:
     out = bytearray(_VERSION.pack(version))
-    message.compiled(version).encode(body, out)
+    compiled_for(message, version).encode(body, out)
     return bytes(out)
 
 
@@ -183,7 +185,7 @@ def encode_group_value(value: dict[str, Any]) -> bytes:
 def decode_group_value(data: bytes) -> Container:
     """Decode any GroupMetadataValue version; v0 records take rebalance timeout from session timeout."""
     version = _value_version(data, GroupMetadataValue.max_version)
-    body, _ = GroupMetadataValue.compiled(version).decode(data, 2)
+    body, _ = compiled_for(GroupMetadataValue, version).decode(data, 2)
     return _complete_group_value(body)
 
 
@@ -202,7 +204,7 @@ def _complete_group_value(body: Container) -> Container:
 def _decode_lenient(message: Message, version: int, data: bytes) -> Container:
     """Decode a value body with construct; newer writers may append tagged data we do not know."""
     try:
-        body: Container = message.struct(version)._parsereport(io.BytesIO(data), Container(), "(value)")
+        body: Container = struct_for(message, version)._parsereport(io.BytesIO(data), Container(), "(value)")
     except ConstructError as exc:
         raise ProtocolError(f"malformed {message.name} v{version}: {exc}") from None
     return body

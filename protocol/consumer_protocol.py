@@ -14,7 +14,9 @@ from typing import Any
 
 from construct import ConstructError, Container
 
-from protocol.codec import ProtocolError, encode_body
+from protocol.builder import struct_for
+from protocol.codec import encode_body
+from protocol.errors import ProtocolError
 from protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from protocol.schema import Message
 
@@ -29,7 +31,7 @@ def _decode(message: Message, data: bytes) -> Container:
         raise ProtocolError(f"{message.name} has negative version {version}")
     version = min(version, message.max_version)
     try:
-        body = message.struct(version)._parsereport(io.BytesIO(data[2:]), Container(), "(blob)")
+        body = struct_for(message, version)._parsereport(io.BytesIO(data[2:]), Container(), "(blob)")
     except ConstructError as exc:
         raise ProtocolError(f"malformed {message.name}: {exc}") from None
     body["version"] = version
@@ -57,7 +59,7 @@ def subscribed_topics(data: bytes) -> set[str] | None:
     try:
         if len(data) < 2:
             return None
-        body = ConsumerProtocolSubscription.struct(0)._parsereport(io.BytesIO(data[2:]), Container(), "(blob)")
+        body = struct_for(ConsumerProtocolSubscription, 0)._parsereport(io.BytesIO(data[2:]), Container(), "(blob)")
     except ConstructError:
         return None
     return set(body.topics)

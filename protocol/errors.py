@@ -1,4 +1,10 @@
-"""Kafka error codes, as on the wire, with whether a client may retry."""
+"""What goes wrong on the wire: Kafka's error codes, and the errors decoding raises.
+
+``ErrorCode`` is what a response carries back to a client. ``ProtocolError`` is what
+``protocol`` raises when bytes are not a valid Kafka message; it sits here, below every
+codec, so each layer (generated codecs, construct reference, framing, the embedded
+consumer protocol) raises the same type without importing another codec's module.
+"""
 
 from __future__ import annotations
 
@@ -315,3 +321,17 @@ def is_retriable(code: int) -> bool:
 def default_message(code: int) -> str:
     """Kafka's standard description of an error code ("" for NONE)."""
     return _MESSAGES.get(code, "")
+
+
+class ProtocolError(Exception):
+    """Bytes that are not a valid Kafka message. The only error decoding raises."""
+
+
+class UnsupportedRequest(ProtocolError):
+    """A well-framed request for an API or version this broker does not serve."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api_key={api_key} api_version={api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.codec import ProtocolError
+from protocol.errors import ProtocolError
 
 _SIZE = struct.Struct(">i")
 

@@ -1,8 +1,9 @@
 """Kafka's primitive wire types as construct building blocks.
 
 Every type of the Kafka protocol is one small construct here; messages are assembled
-from them by ``protocol.schema``. Parsing problems raise ``construct.ConstructError``
+from them by ``protocol.builder``. Parsing problems raise ``construct.ConstructError``
 subclasses (never anything else); ``protocol.codec`` turns those into ``ProtocolError``.
+The varint arithmetic itself is ``protocol.varint``'s.
 """
 
 from __future__ import annotations
@@ -13,6 +14,17 @@ from typing import Any
 
 import construct
 from construct import Construct, StreamError, stream_read, stream_write
+
+from protocol.varint import (
+    UVARINT_MAX_BYTES,
+    VARINT_MAX_BYTES,
+    VARLONG_MAX_BYTES,
+    VarintError,
+    encode_uvarint,
+    encode_zigzag,
+    read_uvarint,
+    unzigzag,
+)
 
 __all__ = [
     "BOOLEAN",
@@ -77,31 +89,17 @@ class _Boolean(Construct):
 
 
 def _read_uvarint(stream: Any, max_bytes: int, path: str) -> int:
-    result = 0
-    shift = 0
-    for _ in range(max_bytes):
-        byte: int = stream_read(stream, 1, path)[0]
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result
-        shift += 7
-    raise WireError(f"varint longer than {max_bytes} bytes", path=path)
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    try:
+        return read_uvarint(lambda: stream_read(stream, 1, path)[0], max_bytes)
+    except VarintError as exc:
+        raise WireError(str(exc), path=path) from None
 
 
 class _UnsignedVarint(Construct):
     """Kafka UNSIGNED_VARINT: LEB128, at most 5 bytes, value fits in 32 bits."""
 
     def _parse(self, stream: Any, context: Any, path: str) -> int:
-        value = _read_uvarint(stream, 5, path)
+        value = _read_uvarint(stream, UVARINT_MAX_BYTES, path)
         if value > 0xFFFFFFFF:
             raise WireError("unsigned varint exceeds 32 bits", path=path)
         return value
@@ -109,7 +107,7 @@ class _UnsignedVarint(Construct):
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> int:
         if not isinstance(obj, int) or not 0 <= obj <= 0xFFFFFFFF:
             raise WireError(f"unsigned varint out of range: {obj!r}", path=path)
-        data = _encode_uvarint(obj)
+        data = encode_uvarint(obj)
         stream_write(stream, data, len(data), path)
         return obj
 
@@ -120,21 +118,20 @@ class _ZigZag(Construct):
     def __init__(self, bits: int) -> None:
         super().__init__()
         self._bits = bits
-        self._max_bytes = 5 if bits == 32 else 10
-        self._lo = -(1 << (bits - 1))
-        self._hi = (1 << (bits - 1)) - 1
+        self._max_bytes = VARINT_MAX_BYTES if bits == 32 else VARLONG_MAX_BYTES
 
     def _parse(self, stream: Any, context: Any, path: str) -> int:
         raw = _read_uvarint(stream, self._max_bytes, path)
-        if raw >> self._bits:
-            raise WireError(f"varint exceeds {self._bits} bits", path=path)
-        return (raw >> 1) ^ -(raw & 1)
+        try:
+            return unzigzag(raw, self._bits)
+        except VarintError as exc:
+            raise WireError(str(exc), path=path) from None
 
-    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> int:
-        if not isinstance(obj, int) or not self._lo <= obj <= self._hi:
-            raise WireError(f"varint{self._bits} out of range: {obj!r}", path=path)
-        raw = (obj << 1) ^ (obj >> (self._bits - 1))
-        data = _encode_uvarint(raw & ((1 << self._bits) - 1))
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
+        try:
+            data = encode_zigzag(obj, self._bits)
+        except VarintError as exc:
+            raise WireError(str(exc), path=path) from None
         stream_write(stream, data, len(data), path)
         return obj
 
@@ -175,7 +172,7 @@ _INT32 = struct.Struct(">i")
 def _read_length(stream: Any, compact: bool, wide: bool, path: str) -> int:
     """Read a length prefix; -1 means null. Compact lengths are stored plus one."""
     if compact:
-        return _read_uvarint(stream, 5, path) - 1
+        return _read_uvarint(stream, UVARINT_MAX_BYTES, path) - 1
     if wide:
         return int(_INT32.unpack(stream_read(stream, 4, path))[0])
     return int(_INT16.unpack(stream_read(stream, 2, path))[0])
@@ -183,7 +180,7 @@ def _read_length(stream: Any, compact: bool, wide: bool, path: str) -> int:
 
 def _write_length(stream: Any, length: int, compact: bool, wide: bool, path: str) -> None:
     if compact:
-        data = _encode_uvarint(length + 1)
+        data = encode_uvarint(length + 1)
     elif wide:
         data = _INT32.pack(length)
     else:
@@ -292,14 +289,9 @@ class KafkaArray(Construct):
         return obj
 
 
-def encode_uvarint(value: int) -> bytes:
-    """Encode an unsigned varint (used by the tagged-field section and record codecs)."""
-    return _encode_uvarint(value)
+def parse_uvarint(stream: Any, path: str = "(uvarint)") -> int:
+    """Read an unsigned varint of at most 5 bytes from a stream (tagged-field sections)."""
+    return _read_uvarint(stream, UVARINT_MAX_BYTES, path)
 
 
-def read_uvarint(stream: Any, path: str = "(uvarint)") -> int:
-    """Read an unsigned varint of at most 5 bytes from a stream."""
-    return _read_uvarint(stream, 5, path)
-
-
-__all__ += ["StreamError", "encode_uvarint", "read_uvarint"]
+__all__ += ["StreamError", "parse_uvarint"]

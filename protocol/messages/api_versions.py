@@ -1,10 +1,11 @@
 """ApiVersions (key 18): which APIs and versions the broker serves."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, Field, INT16, INT32, INT64, Message, STRING, Struct
 
 ApiVersionsRequest = Message(
     "ApiVersionsRequest",
-    api_key=18,
+    api_key=ApiKey.API_VERSIONS,
     kind="request",
     versions="0-3",
     flexible="3+",
@@ -16,7 +17,7 @@ ApiVersionsRequest = Message(
 
 ApiVersionsResponse = Message(
     "ApiVersionsResponse",
-    api_key=18,
+    api_key=ApiKey.API_VERSIONS,
     kind="response",
     versions="0-3",
     flexible="3+",

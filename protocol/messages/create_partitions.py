@@ -1,10 +1,11 @@
 """CreatePartitions (key 37): add partitions to topics."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, Field, INT16, INT32, Message, STRING, Struct
 
 CreatePartitionsRequest = Message(
     "CreatePartitionsRequest",
-    api_key=37,
+    api_key=ApiKey.CREATE_PARTITIONS,
     kind="request",
     versions="0-3",
     flexible="2+",
@@ -39,7 +40,7 @@ CreatePartitionsRequest = Message(
 
 CreatePartitionsResponse = Message(
     "CreatePartitionsResponse",
-    api_key=37,
+    api_key=ApiKey.CREATE_PARTITIONS,
     kind="response",
     versions="0-3",
     flexible="2+",

@@ -1,10 +1,11 @@
 """CreateTopics (key 19): create topics with partitions and configs."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, Field, INT16, INT32, INT8, Message, STRING, Struct, UUID
 
 CreateTopicsRequest = Message(
     "CreateTopicsRequest",
-    api_key=19,
+    api_key=ApiKey.CREATE_TOPICS,
     kind="request",
     versions="0-7",
     flexible="5+",
@@ -56,7 +57,7 @@ CreateTopicsRequest = Message(
 
 CreateTopicsResponse = Message(
     "CreateTopicsResponse",
-    api_key=19,
+    api_key=ApiKey.CREATE_TOPICS,
     kind="response",
     versions="0-7",
     flexible="5+",

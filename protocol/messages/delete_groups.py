@@ -1,10 +1,11 @@
 """DeleteGroups (key 42): remove empty groups and their offsets."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, Message, STRING, Struct
 
 DeleteGroupsRequest = Message(
     "DeleteGroupsRequest",
-    api_key=42,
+    api_key=ApiKey.DELETE_GROUPS,
     kind="request",
     versions="0-2",
     flexible="2+",
@@ -13,7 +14,7 @@ DeleteGroupsRequest = Message(
 
 DeleteGroupsResponse = Message(
     "DeleteGroupsResponse",
-    api_key=42,
+    api_key=ApiKey.DELETE_GROUPS,
     kind="response",
     versions="0-2",
     flexible="2+",

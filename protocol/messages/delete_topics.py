@@ -1,10 +1,11 @@
 """DeleteTopics (key 20): delete topics by name (or id from v6)."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, Message, STRING, Struct, UUID
 
 DeleteTopicsRequest = Message(
     "DeleteTopicsRequest",
-    api_key=20,
+    api_key=ApiKey.DELETE_TOPICS,
     kind="request",
     versions="0-6",
     flexible="4+",
@@ -29,7 +30,7 @@ DeleteTopicsRequest = Message(
 
 DeleteTopicsResponse = Message(
     "DeleteTopicsResponse",
-    api_key=20,
+    api_key=ApiKey.DELETE_TOPICS,
     kind="response",
     versions="0-6",
     flexible="4+",

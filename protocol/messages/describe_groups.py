@@ -1,10 +1,11 @@
 """DescribeGroups (key 15): state, protocol and members of groups."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, BYTES, Field, INT16, INT32, Message, STRING, Struct
 
 DescribeGroupsRequest = Message(
     "DescribeGroupsRequest",
-    api_key=15,
+    api_key=ApiKey.DESCRIBE_GROUPS,
     kind="request",
     versions="0-5",
     flexible="5+",
@@ -16,7 +17,7 @@ DescribeGroupsRequest = Message(
 
 DescribeGroupsResponse = Message(
     "DescribeGroupsResponse",
-    api_key=15,
+    api_key=ApiKey.DESCRIBE_GROUPS,
     kind="response",
     versions="0-5",
     flexible="5+",

@@ -1,10 +1,11 @@
 """Fetch (key 1): read record batches from partitions."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, INT64, INT8, Message, RECORDS, STRING, Struct
 
 FetchRequest = Message(
     "FetchRequest",
-    api_key=1,
+    api_key=ApiKey.FETCH,
     kind="request",
     versions="4-12",
     flexible="12+",
@@ -67,7 +68,7 @@ FetchRequest = Message(
 
 FetchResponse = Message(
     "FetchResponse",
-    api_key=1,
+    api_key=ApiKey.FETCH,
     kind="response",
     versions="4-12",
     flexible="12+",

@@ -1,10 +1,11 @@
 """FindCoordinator (key 10): which broker coordinates a group (batched from v4)."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, INT8, Message, STRING, Struct
 
 FindCoordinatorRequest = Message(
     "FindCoordinatorRequest",
-    api_key=10,
+    api_key=ApiKey.FIND_COORDINATOR,
     kind="request",
     versions="0-4",
     flexible="3+",
@@ -17,7 +18,7 @@ FindCoordinatorRequest = Message(
 
 FindCoordinatorResponse = Message(
     "FindCoordinatorResponse",
-    api_key=10,
+    api_key=ApiKey.FIND_COORDINATOR,
     kind="response",
     versions="0-4",
     flexible="3+",

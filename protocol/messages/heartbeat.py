@@ -1,10 +1,11 @@
 """Heartbeat (key 12): a member stays alive and learns of rebalances."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Field, INT16, INT32, Message, STRING
 
 HeartbeatRequest = Message(
     "HeartbeatRequest",
-    api_key=12,
+    api_key=ApiKey.HEARTBEAT,
     kind="request",
     versions="0-4",
     flexible="4+",
@@ -18,7 +19,7 @@ HeartbeatRequest = Message(
 
 HeartbeatResponse = Message(
     "HeartbeatResponse",
-    api_key=12,
+    api_key=ApiKey.HEARTBEAT,
     kind="response",
     versions="0-4",
     flexible="4+",

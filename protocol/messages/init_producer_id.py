@@ -1,10 +1,11 @@
 """InitProducerId (key 22): a producer id and epoch for idempotence."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Field, INT16, INT32, INT64, Message, STRING
 
 InitProducerIdRequest = Message(
     "InitProducerIdRequest",
-    api_key=22,
+    api_key=ApiKey.INIT_PRODUCER_ID,
     kind="request",
     versions="0-4",
     flexible="2+",
@@ -18,7 +19,7 @@ InitProducerIdRequest = Message(
 
 InitProducerIdResponse = Message(
     "InitProducerIdResponse",
-    api_key=22,
+    api_key=ApiKey.INIT_PRODUCER_ID,
     kind="response",
     versions="0-4",
     flexible="2+",

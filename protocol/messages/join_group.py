@@ -1,10 +1,11 @@
 """JoinGroup (key 11): a member joins a group and waits for the rebalance."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, BYTES, Field, INT16, INT32, Message, STRING, Struct
 
 JoinGroupRequest = Message(
     "JoinGroupRequest",
-    api_key=11,
+    api_key=ApiKey.JOIN_GROUP,
     kind="request",
     versions="0-9",
     flexible="6+",
@@ -34,7 +35,7 @@ JoinGroupRequest = Message(
 
 JoinGroupResponse = Message(
     "JoinGroupResponse",
-    api_key=11,
+    api_key=ApiKey.JOIN_GROUP,
     kind="response",
     versions="0-9",
     flexible="6+",

@@ -1,10 +1,11 @@
 """LeaveGroup (key 13): members leave a group (batched from v3)."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, Message, STRING, Struct
 
 LeaveGroupRequest = Message(
     "LeaveGroupRequest",
-    api_key=13,
+    api_key=ApiKey.LEAVE_GROUP,
     kind="request",
     versions="0-5",
     flexible="4+",
@@ -30,7 +31,7 @@ LeaveGroupRequest = Message(
 
 LeaveGroupResponse = Message(
     "LeaveGroupResponse",
-    api_key=13,
+    api_key=ApiKey.LEAVE_GROUP,
     kind="response",
     versions="0-5",
     flexible="4+",

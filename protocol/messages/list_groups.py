@@ -1,10 +1,11 @@
 """ListGroups (key 16): the groups this coordinator knows, optionally by state."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, Message, STRING, Struct
 
 ListGroupsRequest = Message(
     "ListGroupsRequest",
-    api_key=16,
+    api_key=ApiKey.LIST_GROUPS,
     kind="request",
     versions="0-4",
     flexible="3+",
@@ -13,7 +14,7 @@ ListGroupsRequest = Message(
 
 ListGroupsResponse = Message(
     "ListGroupsResponse",
-    api_key=16,
+    api_key=ApiKey.LIST_GROUPS,
     kind="response",
     versions="0-4",
     flexible="3+",

@@ -1,10 +1,11 @@
 """ListOffsets (key 2): offsets by timestamp, earliest or latest."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, INT64, INT8, Message, STRING, Struct
 
 ListOffsetsRequest = Message(
     "ListOffsetsRequest",
-    api_key=2,
+    api_key=ApiKey.LIST_OFFSETS,
     kind="request",
     versions="1-7",
     flexible="6+",
@@ -44,7 +45,7 @@ ListOffsetsRequest = Message(
 
 ListOffsetsResponse = Message(
     "ListOffsetsResponse",
-    api_key=2,
+    api_key=ApiKey.LIST_OFFSETS,
     kind="response",
     versions="1-7",
     flexible="6+",

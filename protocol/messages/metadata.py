@@ -1,10 +1,11 @@
 """Metadata (key 3): brokers, cluster id, controller, topics and partitions."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, Field, INT16, INT32, Message, STRING, Struct, UUID
 
 MetadataRequest = Message(
     "MetadataRequest",
-    api_key=3,
+    api_key=ApiKey.METADATA,
     kind="request",
     versions="0-12",
     flexible="9+",
@@ -31,7 +32,7 @@ MetadataRequest = Message(
 
 MetadataResponse = Message(
     "MetadataResponse",
-    api_key=3,
+    api_key=ApiKey.METADATA,
     kind="response",
     versions="0-12",
     flexible="9+",

@@ -1,10 +1,11 @@
 """OffsetCommit (key 8): store consumed positions for a group."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, INT64, Message, STRING, Struct
 
 OffsetCommitRequest = Message(
     "OffsetCommitRequest",
-    api_key=8,
+    api_key=ApiKey.OFFSET_COMMIT,
     kind="request",
     versions="0-8",
     flexible="8+",
@@ -49,7 +50,7 @@ OffsetCommitRequest = Message(
 
 OffsetCommitResponse = Message(
     "OffsetCommitResponse",
-    api_key=8,
+    api_key=ApiKey.OFFSET_COMMIT,
     kind="response",
     versions="0-8",
     flexible="8+",

@@ -1,10 +1,11 @@
 """OffsetDelete (key 47, KIP-496): delete a group's committed offsets."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, Message, STRING, Struct
 
 OffsetDeleteRequest = Message(
     "OffsetDeleteRequest",
-    api_key=47,
+    api_key=ApiKey.OFFSET_DELETE,
     kind="request",
     versions="0",
     flexible="none",
@@ -36,7 +37,7 @@ OffsetDeleteRequest = Message(
 
 OffsetDeleteResponse = Message(
     "OffsetDeleteResponse",
-    api_key=47,
+    api_key=ApiKey.OFFSET_DELETE,
     kind="response",
     versions="0",
     flexible="none",

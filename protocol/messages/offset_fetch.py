@@ -1,10 +1,11 @@
 """OffsetFetch (key 9): read a group's committed positions (multi-group from v8)."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, Field, INT16, INT32, INT64, Message, STRING, Struct
 
 OffsetFetchRequest = Message(
     "OffsetFetchRequest",
-    api_key=9,
+    api_key=ApiKey.OFFSET_FETCH,
     kind="request",
     versions="0-8",
     flexible="6+",
@@ -56,7 +57,7 @@ OffsetFetchRequest = Message(
 
 OffsetFetchResponse = Message(
     "OffsetFetchResponse",
-    api_key=9,
+    api_key=ApiKey.OFFSET_FETCH,
     kind="response",
     versions="0-8",
     flexible="6+",

@@ -1,10 +1,11 @@
 """Produce (key 0): append record batches to partitions."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, INT64, Message, RECORDS, STRING, Struct
 
 ProduceRequest = Message(
     "ProduceRequest",
-    api_key=0,
+    api_key=ApiKey.PRODUCE,
     kind="request",
     versions="3-9",
     flexible="9+",
@@ -42,7 +43,7 @@ ProduceRequest = Message(
 
 ProduceResponse = Message(
     "ProduceResponse",
-    api_key=0,
+    api_key=ApiKey.PRODUCE,
     kind="response",
     versions="3-9",
     flexible="9+",

@@ -1,10 +1,11 @@
 """SyncGroup (key 14): the leader hands out assignments; members collect theirs."""
 
+from protocol.api_keys import ApiKey
 from protocol.schema import Array, BYTES, Field, INT16, INT32, Message, STRING, Struct
 
 SyncGroupRequest = Message(
     "SyncGroupRequest",
-    api_key=14,
+    api_key=ApiKey.SYNC_GROUP,
     kind="request",
     versions="0-5",
     flexible="4+",
@@ -33,7 +34,7 @@ SyncGroupRequest = Message(
 
 SyncGroupResponse = Message(
     "SyncGroupResponse",
-    api_key=14,
+    api_key=ApiKey.SYNC_GROUP,
     kind="response",
     versions="0-5",
     flexible="4+",

@@ -30,8 +30,6 @@ from hypothesis import strategies as st
 from protocol import codec
 from protocol import consumer_offsets as co
 from protocol.codec import (
-    ProtocolError,
-    UnsupportedRequest,
     decode_body,
     decode_body_reference,
     decode_request,
@@ -45,7 +43,8 @@ from protocol.codec import (
     encode_response,
     encode_response_reference,
 )
-from protocol.compiler import compile_struct
+from protocol.compiler import compile_struct, compiled_for
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import (
     PAIRS,
     REQUESTS,
@@ -66,13 +65,15 @@ from protocol.records import (
     Compression,
     Record,
     RecordBatchError,
+    decode_batch,
+    encode_batch,
+    iter_records,
+)
+from protocol.records.batch import (
     _encode_records,
     _encode_records_reference,
     _parse_records,
     _parse_records_reference,
-    decode_batch,
-    encode_batch,
-    iter_records,
 )
 from protocol.schema import UNKNOWN_TAGS, Message
 from tests.protocol.strategies import example_for, value_for, versions_of
@@ -290,7 +291,7 @@ def test_only_protocol_error_escapes_hostile_input() -> None:
             data = rng.randbytes(rng.randint(0, 40))
             decodes_alike(message, version, data)
             decodes_alike(message, version, memoryview(data).tobytes())
-    compiled = REQUESTS[3].compiled(12)
+    compiled = compiled_for(REQUESTS[3], 12)
     with pytest.raises(ProtocolError):
         compiled.decode("not bytes", 0)
     with pytest.raises(ProtocolError):
@@ -300,7 +301,7 @@ def test_only_protocol_error_escapes_hostile_input() -> None:
 def test_decoders_accept_memoryview_and_offsets() -> None:
     message, version = REQUESTS[8], 8
     encoded = encode_body(message, version, example_for(message, version, seed=3))
-    compiled = message.compiled(version)
+    compiled = compiled_for(message, version)
     value, end = compiled.decode(memoryview(b"xyz" + encoded), 3)
     assert end == 3 + len(encoded)
     assert typed(value) == typed(decode_body_reference(message, version, encoded))
@@ -336,10 +337,10 @@ def test_reference_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     value = example_for(message, version, seed=1)
     monkeypatch.setattr(codec, "REFERENCE", True)
 
-    def no_compiled(self: Message, version: int) -> Any:
+    def no_compiled(message: Message, version: int) -> Any:
         raise AssertionError("compiled path used while REFERENCE is set")
 
-    monkeypatch.setattr(Message, "compiled", no_compiled)
+    monkeypatch.setattr(codec, "compiled_for", no_compiled)
     encoded = encode_body(message, version, value)
     assert typed(decode_body(message, version, encoded)) == typed(
         decode_body_reference(message, version, encoded)

@@ -17,16 +17,16 @@ from construct import Container
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.builder import build_struct
 from protocol.codec import (
-    ProtocolError,
     Request,
-    UnsupportedRequest,
     decode_body,
     decode_request,
     decode_response,
     encode_body,
 )
 from protocol.consumer_protocol import decode_assignment, decode_subscription, subscribed_topics
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.frames import DEFAULT_MAX_FRAME, MIN_REQUEST_FRAME, FrameDecoder, FrameTooLarge, FrameTooSmall
 from protocol.messages import (
     PAIRS,
@@ -37,7 +37,7 @@ from protocol.messages import (
     RequestHeader,
     ResponseHeader,
 )
-from protocol.schema import Array, Field, Message, Struct, build_struct, default_struct
+from protocol.schema import Array, Field, Message, Struct, default_struct
 from tests.protocol.strategies import plain, value_for, versions_of
 
 MESSAGES: list[Message] = [m for pair in PAIRS for m in pair] + [

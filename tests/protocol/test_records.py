@@ -490,6 +490,30 @@ def test_peek_batch_header() -> None:
         peek_batch_header(blob, -1)
 
 
+@pytest.mark.parametrize("attributes", [0, 1, 4, 0x08 | 1, 0x10, 0x20, 0x40 | 2, 0x78 | 3])
+def test_header_and_decoded_batch_read_attributes_alike(attributes: int) -> None:
+    section = gzip.compress(b"", mtime=0) if attributes & 7 == Compression.GZIP else b""
+    data = frame(section, 0, attributes)
+    header = peek_batch_header(data)
+    full = decode_batch(data)
+    names = ("size", "compression", "timestamp_type", "is_transactional", "is_control",
+             "has_delete_horizon", "last_offset", "next_offset")
+    assert [getattr(header, n) for n in names] == [getattr(full, n) for n in names]
+    assert header.compression is full.compression is Compression(attributes & 7)
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_header_with_undefined_codec_bits_is_safe_to_read(codec: int) -> None:
+    """Bits 5-7 name no codec: a peeked header says so; decoding refuses the batch."""
+    data = frame(b"", 0, codec | 0x20)
+    header = peek_batch_header(data)
+    assert header.compression is None
+    assert header.is_control and header.timestamp_type is TimestampType.CREATE_TIME
+    assert scan_batches(data) == ([(0, header)], len(data))
+    with pytest.raises(RecordBatchError, match="unknown compression codec"):
+        decode_batch(data)
+
+
 # --- header rewrites ------------------------------------------------------------------
 
 

@@ -15,8 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.codec import (
-    ProtocolError,
-    UnsupportedRequest,
     decode_body,
     decode_request,
     decode_response,
@@ -26,6 +24,7 @@ from protocol.codec import (
     request_header_version,
     response_header_version,
 )
+from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import (
     PAIRS,
     REQUESTS,

@@ -1,0 +1,73 @@
+"""Kafka record batch v2 (magic 2): sans-IO decode, encode and cheap in-place edits.
+
+A record batch is what producers send in a Produce request, what the log stores
+verbatim and what Fetch returns. Three layers, each importing only those below it:
+
+* ``header``: the fixed 61-byte header, and the hot paths that read or patch only it
+  (``peek_batch_header``, ``scan_batches``, ``rewrite_base_offset``,
+  ``set_log_append_time``);
+* ``scanner``: the generated loop that reads the records of a section, and
+  ``iter_records``, the replay path;
+* ``batch``: ``RecordBatch``, ``decode_batch`` (the strict validator), ``encode_batch``
+  and the ``RECORD`` construct the record loop is tested against.
+
+This package re-exports their public names; modules inside it import the submodules
+directly, never this file.
+"""
+
+from protocol.records.batch import (
+    RECORD,
+    Record,
+    RecordBatch,
+    build_records,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+)
+from protocol.records.header import (
+    BATCH_HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    NO_TIMESTAMP,
+    BatchAttributes,
+    BatchHeader,
+    Compression,
+    CorruptBatchError,
+    RecordBatchError,
+    TimestampType,
+    peek_batch_header,
+    rewrite_base_offset,
+    scan_batches,
+    set_log_append_time,
+)
+from protocol.records.scanner import DEFAULT_MAX_UNCOMPRESSED, iter_records
+
+__all__ = [
+    "BATCH_HEADER",
+    "DEFAULT_MAX_UNCOMPRESSED",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "MIN_BATCH_LENGTH",
+    "NO_TIMESTAMP",
+    "RECORD",
+    "BatchAttributes",
+    "BatchHeader",
+    "Compression",
+    "CorruptBatchError",
+    "Record",
+    "RecordBatch",
+    "RecordBatchError",
+    "TimestampType",
+    "build_records",
+    "decode_batch",
+    "encode_batch",
+    "iter_batches",
+    "iter_records",
+    "peek_batch_header",
+    "rewrite_base_offset",
+    "scan_batches",
+    "set_log_append_time",
+]
