@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from broker.coordinator import GroupCoordinator
+from broker.coordinator import GroupCoordinatorShard
 from tests.coordinator.harness import E, Harness, IdCounter, S
 
 GROUP = "g"
@@ -268,9 +268,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
     @invariant()
     def state_equals_replay_of_records(self) -> None:
         h = self.h
-        fresh = GroupCoordinator(h.config, new_id=IdCounter())
+        fresh = GroupCoordinatorShard(h.config, new_id=IdCounter())
         for key, value in h.records:
-            fresh.replay(key, value)
+            fresh.replay_bytes(key, value)
         fresh.finish_load(h.now)
         assert fresh.offsets.snapshot() == h.coord.offsets.snapshot()
         assert set(fresh.groups) <= set(h.coord.groups)
