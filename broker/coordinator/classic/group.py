@@ -96,8 +96,8 @@ class ClassicGroup:
 
     # ------------------------------------------------------------------ persisted image
 
-    def metadata(self) -> GroupMetadata:
-        """The group as its GroupMetadata record persists it."""
+    def metadata(self, assignments: dict[str, bytes] | None = None) -> GroupMetadata:
+        """The group as its GroupMetadata record persists it, with new ``assignments`` if given."""
         protocol = self.protocol
         return GroupMetadata(
             protocol_type=self.protocol_type or "",
@@ -108,7 +108,8 @@ class ClassicGroup:
             members=tuple(
                 GroupMemberMetadata(
                     m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                    m.session_timeout_ms, m.metadata_for(protocol), m.assignment,
+                    m.session_timeout_ms, m.metadata_for(protocol),
+                    m.assignment if assignments is None else assignments.get(m.member_id, b""),
                 )
                 for m in self.members.values()
             ),
