@@ -17,7 +17,11 @@ from typing import Any
 
 import trio
 
-from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinator
+from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
+from broker.coordinator.api import BINDINGS, Binding, Rejected
+from broker.coordinator.offsets import TopicsView
+from broker.coordinator.records import encode as encode_record
+from broker.coordinator.requests import ClientInfo
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Histogram
 from broker.slots import Slot
 from protocol.codec import Request, encode_response
@@ -34,7 +38,7 @@ def wall_clock_ms() -> int:
 class GroupService:
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        coordinator: GroupCoordinatorShard,
         coordinator_log: CoordinatorLog,
         durable: bool = True,
         clock: Callable[[], int] = wall_clock_ms,
@@ -48,7 +52,7 @@ class GroupService:
         self.log = coordinator_log
         self.durable = durable
         self.clock = clock
-        self._tickets: dict[int, Slot] = {}
+        self._tickets: dict[int, tuple[Slot, Binding]] = {}
         self._next_ticket = 0
         self._waiting: deque[tuple[int, Slot]] = deque()  # (needed written_seq, slot)
         self._flush_needed = trio.Event()
@@ -63,18 +67,18 @@ class GroupService:
         self.bytes_reclaimed = 0
 
     @classmethod
-    def open(cls, config: Any, data_dir: Any) -> GroupService:
+    def open(cls, config: Any, data_dir: Any, topics: TopicsView | None = None) -> GroupService:
         """Open the log, replay it into a fresh coordinator, and finish loading."""
         history_retention_ms = config["log.history.retention.ms"]
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
             history_dir=history_dir_for(data_dir, history_retention_ms),
         )
-        coordinator = GroupCoordinator(CoordinatorConfig.from_config(config))
+        coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics)
         started = time.monotonic()
         count = 0
         for key, value, _timestamp in coordinator_log.replay():
-            coordinator.replay(key, value)
+            coordinator.replay_bytes(key, value)
             count += 1
         cleaner = None
         if config["log.cleaner.enable"]:
@@ -93,50 +97,63 @@ class GroupService:
 
     # ---------------------------------------------------------------- requests
 
-    def submit(self, method: Callable[..., Effects], request: Request, *extra: Any) -> Slot:
+    def submit(self, request: Request, client: ClientInfo) -> Slot:
         """Run one request through the coordinator; the slot fills when its reply is durable."""
         header = request.header
+        binding = BINDINGS[header.api_key]
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
+        typed = binding.decode(header.api_version, request.body, client)
+        if isinstance(typed, Rejected):
+            # Answered before the coordinator looks at it: it reveals no state, so no wait.
+            slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id,
+                                      binding.encode(slot.version, typed.result)))
+            return slot
         self._next_ticket += 1
         ticket = self._next_ticket
-        self._tickets[ticket] = slot
-        self.apply(method(ticket, self.clock(), header.api_version, request.body, *extra))
+        self._tickets[ticket] = (slot, binding)
+        self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
         return slot
 
     def respond_after(self, request: Request, body: dict[str, Any], fx: Effects) -> Slot:
         """Answer ``request`` with ``body`` once ``fx``'s records (and all before) are durable."""
         header = request.header
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
-        self._next_ticket += 1
-        self._tickets[self._next_ticket] = slot
-        fx.reply(self._next_ticket, body)
-        self.apply(fx)
+        slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id, body)
+        self.apply(fx, (slot,))
         return slot
 
-    def apply(self, fx: Effects) -> None:
-        """Append the effects' records, then queue or release their replies."""
+    def apply(self, fx: Effects, answered: tuple[Slot, ...] = ()) -> None:
+        """Append the effects' records, then queue or release their replies (and ``answered``)."""
         if fx.records:
             now = self.clock()
             for group_id, records in fx.records.items():
-                self.log.append(group_id, records, now)
+                self.log.append(group_id, [encode_record(r) for r in records], now)
                 self.records_appended += len(records)
             self.batches_appended += len(fx.records)
             self._flush_needed.set()
         needed = self.log.written_seq
-        for ticket, body in fx.replies:
-            slot = self._tickets.pop(ticket, None)
-            if slot is None:
+        ready = needed <= self.log.durable_seq or not self.durable
+        for ticket, result in fx.replies:
+            entry = self._tickets.pop(ticket, None)
+            if entry is None:
                 continue
-            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, body)
-            if needed <= self.log.durable_seq or not self.durable:
-                slot.event.set()
-            else:
-                self._waiting.append((needed, slot))
+            slot, binding = entry
+            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id,
+                                         binding.encode(slot.version, result))
+            self._release(slot, needed, ready)
+        for slot in answered:
+            self._release(slot, needed, ready)
         # Wake the timer task only if the earliest deadline moved earlier than what it
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
+
+    def _release(self, slot: Slot, needed: int, ready: bool) -> None:
+        if ready:
+            slot.event.set()
+        else:
+            self._waiting.append((needed, slot))
 
     @property
     def offsets_committed(self) -> int:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker.coordinator.state import GroupState
+from broker.coordinator.classic.state import ClassicGroupState as GroupState
 
 if TYPE_CHECKING:
     from broker.server import Server

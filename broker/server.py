@@ -248,7 +248,7 @@ class Server:
             body = topic_handlers.handle_create_partitions(
                 ctx, catalog, request,
                 lambda name, added: fx.merge(
-                    group_service.coordinator.partitions_added(name, added, group_service.clock())),
+                    group_service.coordinator.on_partitions_added(name, added, group_service.clock())),
             )
             return group_service.respond_after(request, body, fx)
 
@@ -258,13 +258,13 @@ class Server:
             fx = Effects()
             body = topic_handlers.handle_delete_topics(
                 ctx, catalog, request,
-                lambda name: fx.merge(group_service.coordinator.delete_topic_offsets(name, group_service.clock())),
+                lambda name: fx.merge(group_service.coordinator.on_topic_deleted(name, group_service.clock())),
             )
             return group_service.respond_after(request, body, fx)
 
         self.router.register(20, delete_topics)
-        require_known = self.config["offsets.commit.require.known.topic"]
-        groups.register(self.router, self.groups, catalog.partition_exists if require_known else None)
+        self.groups.coordinator.topics = catalog
+        groups.register(self.router, self.groups)
         durable = self.config["log.flush.policy"] == "durable"
         self.data = DataService(catalog, self.groups.clock, durable,
                                 retention_check_ms=self.config["log.retention.check.interval.ms"],

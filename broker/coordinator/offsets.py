@@ -1,153 +1,213 @@
-"""Committed offsets in memory, laid out compactly.
+"""Committed offsets: validation, records, and the store that replay builds (Kafka's OffsetMetadataManager).
 
-The classic design target is 64 bytes per group/topic/partition/offset entry. A dict of
-dataclasses costs about 240. Here each (group, topic) holds parallel typed arrays indexed
-by partition number (partitions are small dense integers): offset and commit timestamp
-(8 bytes each) and leader epoch (4), about 20 bytes per partition. Metadata strings and
-explicit expire timestamps are rare, so they live in small side dicts only when present.
-``OffsetValue`` objects are built on the way out, never stored.
+Handlers here validate and emit OffsetCommit records; they never touch the store. ``replay``
+is the one path that changes it, for records written live and for records read at load.
+Which group may commit, fetch or delete is the group's own question (``Group``); this
+module asks it and applies the answer to each partition.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
-from protocol.consumer_offsets import OffsetValue
+from broker.coordinator.config import CoordinatorConfig
+from broker.coordinator.effects import Effects
+from broker.coordinator.offset_store import MAX_PARTITION, OffsetStore
+from broker.coordinator.records import OffsetCommitRecord, OffsetValue
+from broker.coordinator.requests import (
+    CommitPartition,
+    FetchedGroup,
+    FetchedPartition,
+    FetchGroup,
+    OffsetCommitRequest,
+    OffsetCommitResult,
+    OffsetDeleteRequest,
+    OffsetDeleteResult,
+    OffsetFetchRequest,
+    OffsetFetchResult,
+)
+from protocol.errors import ErrorCode
 
-_ABSENT = -(2**63)  # commit timestamp of a partition with no committed offset
-MAX_PARTITION = 1 << 20  # a guard against a hostile partition number inflating the arrays
+log = logging.getLogger("kcoord.coordinator")
+
+E = ErrorCode
 
 
-class TopicOffsets:
-    """Offsets of one group for one topic."""
+class TopicsView(Protocol):
+    """What the coordinator may know about topics: Kafka's metadata image, reduced to a question."""
 
-    __slots__ = ("commit_ts", "count", "epochs", "expire_ts", "metadata", "offsets")
+    def partition_exists(self, topic: str, partition: int) -> bool: ...
 
-    def __init__(self) -> None:
-        self.offsets = array("q")
-        self.commit_ts = array("q")
-        self.epochs = array("i")
-        self.metadata: dict[int, str] | None = None
-        self.expire_ts: dict[int, int] | None = None
-        self.count = 0
 
-    def _grow(self, partition: int) -> None:
-        missing = partition + 1 - len(self.offsets)
-        if missing > 0:
-            self.offsets.extend([0] * missing)
-            self.commit_ts.extend([_ABSENT] * missing)
-            self.epochs.extend([-1] * missing)
+def _utf16_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
 
-    def put(self, partition: int, value: OffsetValue) -> None:
-        if partition >= len(self.offsets):
-            if not 0 <= partition < MAX_PARTITION:
-                raise ValueError(f"partition {partition} out of range")
-            self._grow(partition)
-        elif partition < 0:
-            raise ValueError(f"partition {partition} out of range")
-        if self.commit_ts[partition] == _ABSENT:
-            self.count += 1
-        self.offsets[partition] = value.offset
-        self.commit_ts[partition] = value.commit_timestamp if value.commit_timestamp != _ABSENT else _ABSENT + 1
-        self.epochs[partition] = value.leader_epoch
-        if value.metadata:
-            if self.metadata is None:
-                self.metadata = {}
-            self.metadata[partition] = value.metadata
-        elif self.metadata:
-            self.metadata.pop(partition, None)
-        if value.expire_timestamp >= 0:
-            if self.expire_ts is None:
-                self.expire_ts = {}
-            self.expire_ts[partition] = value.expire_timestamp
-        elif self.expire_ts:
-            self.expire_ts.pop(partition, None)
 
-    def get(self, partition: int) -> OffsetValue | None:
-        if not 0 <= partition < len(self.offsets) or self.commit_ts[partition] == _ABSENT:
-            return None
-        return OffsetValue(
-            offset=self.offsets[partition],
-            leader_epoch=self.epochs[partition],
-            metadata=self.metadata.get(partition, "") if self.metadata else "",
-            commit_timestamp=self.commit_ts[partition],
-            expire_timestamp=self.expire_ts.get(partition, -1) if self.expire_ts else -1,
+class OffsetMetadataManager:
+    def __init__(self, config: CoordinatorConfig, topics: TopicsView | None = None) -> None:
+        self.config = config
+        self.store = OffsetStore()
+        self.topics = topics
+        # Counters since start-up (replay does not count), read by the metrics collector.
+        self.offsets_committed = 0
+        self.offsets_expired = 0
+
+    def _partition_known(self, topic: str, partition: int) -> bool:
+        if not self.config.require_known_topic or self.topics is None:
+            return True
+        return self.topics.partition_exists(topic, partition)
+
+    # ------------------------------------------------------------------ replay
+
+    def replay(self, record: OffsetCommitRecord) -> None:
+        if record.value is None:
+            self.store.delete(record.group_id, record.topic, record.partition)
+        else:
+            self.store.put(record.group_id, record.topic, record.partition, record.value)
+
+    def _tombstone(self, group_id: str, topic: str, partition: int, fx: Effects) -> None:
+        fx.write(group_id, OffsetCommitRecord(group_id, topic, partition, None))
+
+    # ------------------------------------------------------------------ OffsetCommit
+
+    def commit(self, request: OffsetCommitRequest, group_error: ErrorCode | None, now: int,
+               fx: Effects) -> OffsetCommitResult:
+        """Store each partition's offset unless the group refused the commit (``group_error``).
+
+        Unknown partitions are answered first, before the group is considered, as KafkaApis
+        does.
+        """
+        group_id = request.group_id
+        retention = request.retention_ms
+        expire_ts = now + retention if retention != -1 else -1
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                if not self._partition_known(topic.name, p.partition):
+                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif group_error is not None:
+                    code = group_error
+                else:
+                    code = self._commit_one(group_id, topic.name, p, expire_ts, now, fx)
+                partitions.append((p.partition, code))
+            topics.append((topic.name, tuple(partitions)))
+        return OffsetCommitResult(tuple(topics))
+
+    def _commit_one(self, group_id: str, topic: str, p: CommitPartition, expire_ts: int, now: int,
+                    fx: Effects) -> ErrorCode:
+        if not 0 <= p.partition < MAX_PARTITION:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        metadata = p.metadata
+        if _utf16_length(metadata) > self.config.offset_metadata_max_bytes:
+            return E.OFFSET_METADATA_TOO_LARGE
+        value = OffsetValue(
+            offset=p.offset,
+            leader_epoch=p.leader_epoch,
+            metadata=metadata,
+            commit_timestamp=p.commit_timestamp if p.commit_timestamp != -1 else now,
+            expire_timestamp=expire_ts,
         )
+        fx.write(group_id, OffsetCommitRecord(group_id, topic, p.partition, value))
+        self.offsets_committed += 1
+        return E.NONE
 
-    def delete(self, partition: int) -> bool:
-        if not 0 <= partition < len(self.offsets) or self.commit_ts[partition] == _ABSENT:
-            return False
-        self.commit_ts[partition] = _ABSENT
-        self.count -= 1
-        if self.metadata:
-            self.metadata.pop(partition, None)
-        if self.expire_ts:
-            self.expire_ts.pop(partition, None)
-        return True
+    # ------------------------------------------------------------------ OffsetFetch
 
-    def partitions(self) -> Iterator[int]:
-        commit_ts = self.commit_ts
-        return (p for p in range(len(commit_ts)) if commit_ts[p] != _ABSENT)
+    def fetch(self, request: OffsetFetchRequest) -> OffsetFetchResult:
+        return OffsetFetchResult(tuple(self.fetch_group(g) for g in request.groups))
+
+    def fetch_group(self, group: FetchGroup) -> FetchedGroup:
+        group_id = group.group_id
+        store = self.store
+        if group.topics is None:
+            by_topic: dict[str, list[FetchedPartition]] = {}
+            for (topic, partition), value in store.items_of(group_id):
+                by_topic.setdefault(topic, []).append(_fetched(partition, value))
+            return FetchedGroup(group_id, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
+        return FetchedGroup(group_id, tuple(
+            (name, tuple(_fetched(i, store.get(group_id, name, i)) for i in partitions))
+            for name, partitions in group.topics
+        ))
+
+    # ------------------------------------------------------------------ OffsetDelete (KIP-496)
+
+    def delete(self, request: OffsetDeleteRequest, subscribed: Callable[[str], bool],
+               fx: Effects) -> OffsetDeleteResult:
+        """Delete the named offsets of a group that allows it; subscribed topics are refused."""
+        group_id = request.group_id
+        topics = []
+        for name, partitions in request.topics:
+            out = []
+            for index in partitions:
+                if not self._partition_known(name, index):
+                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif subscribed(name):
+                    code = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    if self.store.get(group_id, name, index) is not None:
+                        self._tombstone(group_id, name, index, fx)
+                    code = E.NONE
+                out.append((index, code))
+            topics.append((name, tuple(out)))
+        return OffsetDeleteResult(E.NONE, tuple(topics))
+
+    def delete_all(self, group_id: str, fx: Effects) -> None:
+        """Tombstone every offset of a group (DeleteGroups)."""
+        for topic, partition in self.store.partitions_of(group_id):
+            self._tombstone(group_id, topic, partition, fx)
+
+    # ------------------------------------------------------------------ topic changes
+
+    def on_topic_deleted(self, topic: str, fx: Effects) -> None:
+        """Kafka's onPartitionsDeleted: every group's offsets for the topic go."""
+        for group_id in self.store.group_ids():
+            for t, partition in self.store.partitions_of(group_id):
+                if t == topic:
+                    self._tombstone(group_id, t, partition, fx)
+
+    def commit_start_offsets(self, group_id: str, topic: str, starts: Mapping[int, int], now: int,
+                             fx: Effects) -> list[int]:
+        """Commit each partition's start offset unless the group already has one; returns those committed."""
+        committed = []
+        for partition, start in sorted(starts.items()):
+            if self.store.get(group_id, topic, partition) is not None:
+                continue
+            value = OffsetValue(offset=start, leader_epoch=-1, metadata="", commit_timestamp=now,
+                                expire_timestamp=-1)
+            fx.write(group_id, OffsetCommitRecord(group_id, topic, partition, value))
+            committed.append(partition)
+        return committed
+
+    # ------------------------------------------------------------------ expiry (KIP-211)
+
+    def expire(self, group_id: str, base_of: Callable[[OffsetValue], int], considered: Callable[[str], bool],
+               now: int, fx: Effects) -> int:
+        """Tombstone the group's expired offsets (Kafka's cleanupExpiredOffsets); returns how many.
+
+        An explicit expire timestamp (OffsetCommit v2-v4 retention) always wins over the
+        group's base time.
+        """
+        retention = self.config.offsets_retention_ms
+        expired = 0
+        for (topic, partition), value in list(self.store.items_of(group_id)):
+            if not considered(topic):
+                continue
+            if value.expire_timestamp >= 0:
+                gone = now >= value.expire_timestamp
+            else:
+                gone = now - base_of(value) >= retention
+            if gone:
+                self._tombstone(group_id, topic, partition, fx)
+                expired += 1
+        self.offsets_expired += expired
+        return expired
 
 
-class OffsetStore:
-    """The latest committed offset per group/topic/partition (what replay of the log yields)."""
-
-    __slots__ = ("_groups",)
-
-    def __init__(self) -> None:
-        self._groups: dict[str, dict[str, TopicOffsets]] = {}
-
-    def put(self, group: str, topic: str, partition: int, value: OffsetValue) -> None:
-        topics = self._groups.get(group)
-        if topics is None:
-            topics = self._groups[group] = {}
-        offsets = topics.get(topic)
-        if offsets is None:
-            offsets = topics[topic] = TopicOffsets()
-        offsets.put(partition, value)
-
-    def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
-        topics = self._groups.get(group)
-        if topics is None:
-            return None
-        offsets = topics.get(topic)
-        return None if offsets is None else offsets.get(partition)
-
-    def delete(self, group: str, topic: str, partition: int) -> bool:
-        topics = self._groups.get(group)
-        if topics is None:
-            return False
-        offsets = topics.get(topic)
-        if offsets is None or not offsets.delete(partition):
-            return False
-        if offsets.count == 0:
-            del topics[topic]
-            if not topics:
-                del self._groups[group]
-        return True
-
-    def has_group(self, group: str) -> bool:
-        return group in self._groups
-
-    def group_ids(self) -> list[str]:
-        return list(self._groups)
-
-    def partitions_of(self, group: str) -> list[tuple[str, int]]:
-        return [(topic, p) for topic, offsets in self._groups.get(group, {}).items()
-                for p in offsets.partitions()]
-
-    def items_of(self, group: str) -> Iterator[tuple[tuple[str, int], OffsetValue]]:
-        for topic, offsets in self._groups.get(group, {}).items():
-            for p in offsets.partitions():
-                value = offsets.get(p)
-                assert value is not None
-                yield (topic, p), value
-
-    def count(self) -> int:
-        return sum(o.count for topics in self._groups.values() for o in topics.values())
-
-    def snapshot(self) -> dict[str, dict[tuple[str, int], OffsetValue]]:
-        """A deep copy, for comparing live state with a replay."""
-        return {g: dict(self.items_of(g)) for g in self._groups}
+def _fetched(partition: int, value: OffsetValue | None) -> FetchedPartition:
+    if value is None:
+        return FetchedPartition(partition)
+    return FetchedPartition(partition, value.offset, value.leader_epoch, value.metadata)

@@ -12,7 +12,7 @@ import trio
 
 from broker.config import Config
 from broker.context import BrokerContext
-from broker.coordinator.state import GroupState
+from broker.coordinator.classic.state import ClassicGroupState as GroupState
 from broker.metrics import (
     REQUEST_BUCKETS,
     Family,

@@ -1,8 +1,9 @@
-"""A fake-clock driver for the sans-IO GroupCoordinator.
+"""A fake-clock driver for the sans-IO group coordinator.
 
 Every request body is built exactly as the broker would hand it over: encoded with the
-request schema at the given version and decoded again. Every reply is checked to encode at
-the request's version with the response schema. All replies are kept by ticket (a ticket
+request schema at the given version and decoded again, then turned into a typed request by
+the version adapter (``broker.coordinator.api``). Every reply is shaped by the adapter for
+the request's version and checked to encode with the response schema. All replies are kept by ticket (a ticket
 answered twice fails at once) and every record written is kept in order, so a test reads
 as: state before, action, state after.
 """
@@ -13,9 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinator
-from broker.coordinator.group import Group
-from broker.coordinator.state import GroupState
+from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
+from broker.coordinator.api import BINDINGS, Binding, Rejected
+from broker.coordinator.classic.group import ClassicGroup
+from broker.coordinator.classic.state import ClassicGroupState
+from broker.coordinator.records import encode as encode_record
+from broker.coordinator.requests import ClientInfo
 from protocol.codec import decode_body, encode_body
 from protocol.consumer_offsets import (
     GroupKey,
@@ -26,30 +30,25 @@ from protocol.consumer_offsets import (
 )
 from protocol.errors import ErrorCode
 from protocol.messages import (
+    RESPONSES,
     DeleteGroupsRequest,
-    DeleteGroupsResponse,
     DescribeGroupsRequest,
-    DescribeGroupsResponse,
     HeartbeatRequest,
-    HeartbeatResponse,
     JoinGroupRequest,
-    JoinGroupResponse,
     LeaveGroupRequest,
-    LeaveGroupResponse,
     ListGroupsRequest,
-    ListGroupsResponse,
     OffsetCommitRequest,
-    OffsetCommitResponse,
     OffsetFetchRequest,
-    OffsetFetchResponse,
     SyncGroupRequest,
-    SyncGroupResponse,
 )
 from protocol.schema import Message
 
 E = ErrorCode
-S = GroupState
+S = ClassicGroupState
+GroupState = ClassicGroupState
+Group = ClassicGroup
 
+DEFAULT_CLIENT = ClientInfo("client", "/127.0.0.1")
 START = 1_000_000_000  # epoch ms the fake clock starts at
 CONSUMER = "consumer"
 RANGE = (("range", b"range-meta"),)
@@ -58,6 +57,16 @@ RANGE = (("range", b"range-meta"),)
 def body_of(message: Message, version: int, fields: dict[str, Any]) -> Any:
     """A request body exactly as the broker's decoder would produce it."""
     return decode_body(message, version, encode_body(message, version, fields))
+
+
+@dataclass(frozen=True)
+class _Partitions:
+    """A topics view answering from a test's function."""
+
+    exists: Callable[[str, int], bool]
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        return self.exists(topic, partition)
 
 
 class IdCounter:
@@ -78,12 +87,13 @@ class Harness:
 
     def __post_init__(self) -> None:
         self.ids = IdCounter()
-        self.coord = GroupCoordinator(self.config, new_id=self.ids)
+        self.coord = GroupCoordinatorShard(self.config, new_id=self.ids)
         self.replies: dict[int, dict[str, Any]] = {}
         self.records: list[tuple[bytes, bytes | None]] = []
         self.last: Effects = Effects()
         self._ticket = 0
-        self._sent: dict[int, tuple[Message, int]] = {}  # ticket -> (response message, version)
+        # ticket -> (binding, response message, version): how its reply is shaped and checked
+        self._sent: dict[int, tuple[Binding, Message, int]] = {}
 
     # ------------------------------------------------------------ plumbing
 
@@ -97,23 +107,49 @@ class Harness:
 
     def apply(self, fx: Effects) -> Effects:
         for records in fx.records.values():
-            self.records.extend(records)
-        for ticket, body in fx.replies:
-            assert ticket not in self.replies, f"ticket {ticket} answered twice: {self.replies[ticket]} / {body}"
+            self.records.extend(encode_record(r) for r in records)
+        for ticket, result in fx.replies:
             sent = self._sent.get(ticket)
             assert sent is not None, f"reply for a ticket never sent: {ticket}"
-            message, version = sent
+            binding, message, version = sent
+            body = binding.encode(version, result)
+            assert ticket not in self.replies, f"ticket {ticket} answered twice: {self.replies[ticket]} / {body}"
             # The reply must be encodable at the request's version, as the broker will encode it.
             decode_body(message, version, encode_body(message, version, body))
             self.replies[ticket] = body
         self.last = fx
         return fx
 
-    def _call(self, response: Message, version: int, run: Callable[[int], Effects]) -> int:
+    def request(self, message: Message, version: int, fields: dict[str, Any] | Any, *,
+                client: ClientInfo = DEFAULT_CLIENT,
+                partition_exists: Callable[[str, int], bool] | None = None) -> int:
+        """Send one request (fields, or a body as the broker decoded it) through the adapter; returns its ticket."""
+        body = body_of(message, version, fields) if isinstance(fields, dict) else fields
+        binding = BINDINGS[message.api_key]
+        response = RESPONSES[message.api_key]
         t = self.ticket()
-        self._sent[t] = (response, version)
-        self.apply(run(t))
+        self._sent[t] = (binding, response, version)
+        typed = binding.decode(version, body, client)
+        if isinstance(typed, Rejected):
+            fx = Effects()
+            fx.reply(t, typed.result)
+            self.apply(fx)
+            return t
+        saved = self.coord.topics
+        if partition_exists is not None:
+            self.coord.topics = _Partitions(partition_exists)
+        try:
+            self.apply(binding.handle(self.coord, t, self.now, typed))
+        finally:
+            self.coord.topics = saved
         return t
+
+    def request_now(self, message: Message, version: int, fields: dict[str, Any] | Any,
+                    **kw: Any) -> dict[str, Any]:
+        """``request`` for an API that always answers at once; returns the reply body."""
+        t = self.request(message, version, fields, **kw)
+        assert t in self.replies, f"{message.name} was parked"
+        return self.replies[t]
 
     def reply(self, ticket: int) -> dict[str, Any] | None:
         return self.replies.get(ticket)
@@ -168,9 +204,7 @@ class Harness:
             "member_id": member_id, "group_instance_id": instance, "protocol_type": protocol_type,
             "protocols": [{"name": n, "metadata": m} for n, m in protocols], "reason": reason,
         }
-        body = body_of(JoinGroupRequest, version, fields)
-        return self._call(JoinGroupResponse, version, lambda t: self.coord.join_group(
-            t, self.now, version, body, client_id, client_host))
+        return self.request(JoinGroupRequest, version, fields, client=ClientInfo(client_id, client_host))
 
     def sync(self, group: str, member_id: str, generation: int, *, version: int = 3,
              instance: str | None = None, assignments: dict[str, bytes] | None = None,
@@ -180,21 +214,13 @@ class Harness:
             "group_instance_id": instance, "protocol_type": protocol_type, "protocol_name": protocol_name,
             "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
         }
-        body = body_of(SyncGroupRequest, version, fields)
-        return self._call(SyncGroupResponse, version, lambda t: self.coord.sync_group(t, self.now, version, body))
-
-    def _immediate(self, response: Message, version: int, run: Callable[[int], Effects]) -> dict[str, Any]:
-        t = self._call(response, version, run)
-        assert t in self.replies, f"{response.name} was parked"
-        return self.replies[t]
+        return self.request(SyncGroupRequest, version, fields)
 
     def heartbeat(self, group: str, member_id: str, generation: int, *, version: int = 3,
                   instance: str | None = None) -> ErrorCode:
-        body = body_of(HeartbeatRequest, version, {
+        reply = self.request_now(HeartbeatRequest, version, {
             "group_id": group, "generation_id": generation, "member_id": member_id,
             "group_instance_id": instance})
-        reply = self._immediate(HeartbeatResponse, version,
-                                lambda t: self.coord.heartbeat(t, self.now, version, body))
         return ErrorCode(reply["error_code"])
 
     def leave(self, group: str, member_id: str = "", *, version: int = 3,
@@ -206,9 +232,7 @@ class Harness:
                 {"member_id": m, "group_instance_id": i, "reason": None} for m, i in listed]}
         else:
             fields = {"group_id": group, "member_id": member_id}
-        body = body_of(LeaveGroupRequest, version, fields)
-        return self._immediate(LeaveGroupResponse, version,
-                               lambda t: self.coord.leave_group(t, self.now, version, body))
+        return self.request_now(LeaveGroupRequest, version, fields)
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int | tuple[int, str | None]], *,
                member_id: str = "", generation: int = -1, instance: str | None = None, version: int = 7,
@@ -227,9 +251,7 @@ class Harness:
             "group_instance_id": instance, "retention_time_ms": retention,
             "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
         }
-        body = body_of(OffsetCommitRequest, version, fields)
-        reply = self._immediate(OffsetCommitResponse, version, lambda t: self.coord.offset_commit(
-            t, self.now, version, body, partition_exists))
+        reply = self.request_now(OffsetCommitRequest, version, fields, partition_exists=partition_exists)
         return {(tp["name"], p["partition_index"]): ErrorCode(p["error_code"])
                 for tp in reply["topics"] for p in tp["partitions"]}
 
@@ -243,28 +265,20 @@ class Harness:
         return self.fetch_raw(fields, version)
 
     def fetch_raw(self, fields: dict[str, Any], version: int) -> dict[str, Any]:
-        body = body_of(OffsetFetchRequest, version, fields)
-        return self._immediate(OffsetFetchResponse, version,
-                               lambda t: self.coord.offset_fetch(t, self.now, version, body))
+        return self.request_now(OffsetFetchRequest, version, fields)
 
     def describe(self, *groups: str, version: int = 5) -> list[dict[str, Any]]:
-        body = body_of(DescribeGroupsRequest, version, {
+        reply = self.request_now(DescribeGroupsRequest, version, {
             "groups": list(groups), "include_authorized_operations": False})
-        reply = self._immediate(DescribeGroupsResponse, version,
-                                lambda t: self.coord.describe_groups(t, self.now, version, body))
         return list(reply["groups"])
 
     def list_groups(self, states: list[str] | None = None, *, version: int = 4) -> list[dict[str, Any]]:
-        body = body_of(ListGroupsRequest, version, {"states_filter": states or []})
-        reply = self._immediate(ListGroupsResponse, version,
-                                lambda t: self.coord.list_groups(t, self.now, version, body))
+        reply = self.request_now(ListGroupsRequest, version, {"states_filter": states or []})
         assert reply["error_code"] == 0
         return list(reply["groups"])
 
     def delete_groups(self, *groups: str, version: int = 2) -> dict[str, ErrorCode]:
-        body = body_of(DeleteGroupsRequest, version, {"groups_names": list(groups)})
-        reply = self._immediate(DeleteGroupsResponse, version,
-                                lambda t: self.coord.delete_groups(t, self.now, version, body))
+        reply = self.request_now(DeleteGroupsRequest, version, {"groups_names": list(groups)})
         return {r["group_id"]: ErrorCode(r["error_code"]) for r in reply["results"]}
 
     # ------------------------------------------------------------ scenarios
@@ -376,7 +390,7 @@ class Harness:
         fresh = Harness(config or self.config, now=self.now if now is None else now)
         fresh.ids.n = self.ids.n + 1000
         for key, value in self.records:
-            fresh.coord.replay(key, value)
+            fresh.coord.replay_bytes(key, value)
         fresh.records = list(self.records)
         fresh.apply(fresh.coord.finish_load(fresh.now))
         return fresh

@@ -202,16 +202,13 @@ def test_delete_dead_group() -> None:
 
 
 def test_describe_groups_reports_authorized_operations_only_when_asked() -> None:
-    from broker.coordinator import GroupCoordinator
-    from protocol.codec import decode_body, encode_body
     from protocol.messages import DescribeGroupsRequest
 
-    coordinator = GroupCoordinator()
+    h = Harness()
 
     def described(include: bool) -> int:
-        body = decode_body(DescribeGroupsRequest, 5, encode_body(DescribeGroupsRequest, 5, {
-            "groups": ["g"], "include_authorized_operations": include}))
-        return int(coordinator.describe_groups(1, 0, 5, body).replies[0][1]["groups"][0]["authorized_operations"])
+        reply = h.request_now(DescribeGroupsRequest, 5, {"groups": ["g"], "include_authorized_operations": include})
+        return int(reply["groups"][0]["authorized_operations"])
 
     assert described(False) == -2147483648
     assert described(True) == (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from broker.coordinator.state import GroupState
+from broker.coordinator.classic.state import ClassicGroupState as GroupState
 from protocol.codec import encode_body
 from protocol.consumer_offsets import (
     GroupKey,
@@ -88,7 +88,7 @@ def _consumer_group(h: Harness, group: str, subscriptions: list[bytes],
 def _load(h: Harness, records: list[tuple[bytes, bytes | None]]) -> None:
     """Start the harness's coordinator from log records (as a broker does at start-up)."""
     for key, value in records:
-        h.coord.replay(key, value)
+        h.coord.replay_bytes(key, value)
     h.records.extend(records)
     h.apply(h.coord.finish_load(h.now))
 

@@ -16,8 +16,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.state import GroupState
+from broker.coordinator import CoordinatorConfig, GroupCoordinatorShard
+from broker.coordinator.api import BINDINGS
+from broker.coordinator.classic.state import ClassicGroupState as GroupState
+from broker.coordinator.records import encode as encode_record
+from broker.coordinator.requests import ClientInfo
 from protocol.codec import decode_body, encode_body
 from protocol.messages import (
     DeleteGroupsRequest,
@@ -52,28 +55,31 @@ class Driver:
         config = CoordinatorConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1,
                                    offsets_retention_ms=3000)
         counter = iter(range(10**9))
-        self.coordinator = GroupCoordinator(config, new_id=lambda: str(next(counter)))
+        self.coordinator = GroupCoordinatorShard(config, new_id=lambda: str(next(counter)))
         self.log = log
         self.now = START
         self.ticket = 0
         self.members: dict[str, tuple[str, int]] = {}
 
-    def apply(self, fx: Any) -> list[tuple[int, dict[str, Any]]]:
+    def apply(self, fx: Any) -> list[tuple[int, Any]]:
         for group, records in fx.records.items():
-            self.log.append(group, records, self.now)
+            self.log.append(group, [encode_record(r) for r in records], self.now)
         return list(fx.replies)
 
-    def call(self, method: Any, message: Any, version: int, fields: dict[str, Any], *extra: Any) -> dict[str, Any]:
+    def call(self, message: Any, version: int, fields: dict[str, Any]) -> dict[str, Any]:
         self.ticket += 1
-        replies = dict(self.apply(method(self.ticket, self.now, version, _body(message, version, fields), *extra)))
-        return replies.get(self.ticket, {})
+        binding = BINDINGS[message.api_key]
+        request = binding.decode(version, _body(message, version, fields), ClientInfo("client", "/127.0.0.1"))
+        replies = dict(self.apply(binding.handle(self.coordinator, self.ticket, self.now, request)))
+        result = replies.get(self.ticket)
+        return {} if result is None else binding.encode(version, result)
 
     def step(self, op: tuple[Any, ...]) -> None:
         c = self.coordinator
         kind = op[0]
         if kind == "commit":
             _, group, topic, partition, offset, retention = op
-            self.call(c.offset_commit, OffsetCommitRequest, 2, {
+            self.call(OffsetCommitRequest, 2, {
                 "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                 "retention_time_ms": retention,
                 "topics": [{"name": topic, "partitions": [{"partition_index": partition, "committed_offset": offset,
@@ -83,39 +89,39 @@ class Driver:
             join = {"group_id": group, "session_timeout_ms": 60000, "rebalance_timeout_ms": 60000,
                     "member_id": "", "protocol_type": "consumer",
                     "protocols": [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff"}]}
-            reply = self.call(c.join_group, JoinGroupRequest, 3, join, "client", "/127.0.0.1")
+            reply = self.call(JoinGroupRequest, 3, join)
             if not reply:
                 self.apply(c.on_time(self.now))  # initial delay 0: the join completes on the timer
                 return
             if reply.get("error_code") == 0:
                 member, generation = reply["member_id"], reply["generation_id"]
-                synced = self.call(c.sync_group, SyncGroupRequest, 3, {
+                synced = self.call(SyncGroupRequest, 3, {
                     "group_id": group, "generation_id": generation, "member_id": member,
                     "assignments": [{"member_id": member, "assignment": b"x"}]})
                 if synced.get("error_code") == 0:
                     self.members[group] = (member, generation)
         elif kind == "leave" and op[1] in self.members:
             member, _ = self.members.pop(op[1])
-            self.call(c.leave_group, LeaveGroupRequest, 1, {"group_id": op[1], "member_id": member})
+            self.call(LeaveGroupRequest, 1, {"group_id": op[1], "member_id": member})
         elif kind == "delete":
-            self.call(c.delete_groups, DeleteGroupsRequest, 1, {"groups_names": [op[1]]})
+            self.call(DeleteGroupsRequest, 1, {"groups_names": [op[1]]})
         elif kind == "delete_topic":
-            self.apply(c.delete_topic_offsets(op[1], self.now))
+            self.apply(c.on_topic_deleted(op[1], self.now))
         elif kind == "advance":
             self.now += op[1]
             self.apply(c.on_time(self.now))
             self.apply(c.expire_offsets(self.now))
 
 
-def _replayed(log: CoordinatorLog) -> GroupCoordinator:
-    fresh = GroupCoordinator(CoordinatorConfig())
+def _replayed(log: CoordinatorLog) -> GroupCoordinatorShard:
+    fresh = GroupCoordinatorShard(CoordinatorConfig())
     for key, value, _ in log.replay():
-        fresh.replay(key, value)
+        fresh.replay_bytes(key, value)
     fresh.finish_load(START)
     return fresh
 
 
-def _groups(coordinator: GroupCoordinator, only: set[str] | None = None) -> dict[str, Any]:
+def _groups(coordinator: GroupCoordinatorShard, only: set[str] | None = None) -> dict[str, Any]:
     out = {}
     for group_id, g in coordinator.groups.items():
         if only is not None and group_id not in only:

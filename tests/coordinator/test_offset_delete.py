@@ -10,8 +10,8 @@ import pytest
 from protocol.consumer_offsets import OffsetKey
 from protocol.consumer_protocol import encode_subscription
 from protocol.errors import ErrorCode
-from protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
-from tests.coordinator.harness import E, Harness, S, body_of
+from protocol.messages import OffsetDeleteRequest
+from tests.coordinator.harness import E, Harness, S
 
 Partitions = dict[tuple[str, int], ErrorCode]
 
@@ -28,9 +28,9 @@ def _delete_raw(h: Harness, group: str, partitions: list[tuple[str, int]],
     topics: dict[str, list[dict[str, int]]] = {}
     for topic, partition in partitions:
         topics.setdefault(topic, []).append({"partition_index": partition})
-    body = body_of(OffsetDeleteRequest, 0, {
-        "group_id": group, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]})
-    return h._immediate(OffsetDeleteResponse, 0, lambda t: h.coord.offset_delete(t, h.now, 0, body, exists))
+    return h.request_now(OffsetDeleteRequest, 0, {
+        "group_id": group, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]},
+        partition_exists=exists)
 
 
 def _delete(h: Harness, group: str, partitions: list[tuple[str, int]],

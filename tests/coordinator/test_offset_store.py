@@ -7,7 +7,7 @@ import tracemalloc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.coordinator.offsets import OffsetStore
+from broker.coordinator.offset_store import OffsetStore
 from protocol.consumer_offsets import OffsetValue
 
 values = st.builds(

@@ -30,7 +30,7 @@ def _sub(*topics: str, version: int = 0) -> bytes:
 def _grow(h: Harness, topic: str, new_partitions: dict[int, int]) -> list[tuple[Any, Any]]:
     """Call the coordinator as the shell does; returns the records it wrote, decoded."""
     since = len(h.records)
-    h.apply(h.coord.partitions_added(topic, new_partitions, h.now))
+    h.apply(h.coord.on_partitions_added(topic, new_partitions, h.now))
     return h.decoded_records(since)
 
 

@@ -6,14 +6,16 @@ import itertools
 
 import pytest
 
-from broker.coordinator.group import Group
-from broker.coordinator.state import (
+from broker.coordinator.classic.group import ClassicGroup as Group
+from broker.coordinator.classic.state import (
     ALLOWED_FROM,
     CAN_REBALANCE,
-    GroupState,
     IllegalTransition,
     check_transition,
     parse_state,
+)
+from broker.coordinator.classic.state import (
+    ClassicGroupState as GroupState,
 )
 
 S = GroupState

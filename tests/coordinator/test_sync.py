@@ -259,12 +259,9 @@ def test_session_restarts_after_sync_error_reply() -> None:
 
 def test_v5_missing_protocol_is_checked_before_the_group_id() -> None:
     """KafkaApis answers INCONSISTENT_GROUP_PROTOCOL before the coordinator sees the group id."""
-    from broker.coordinator import GroupCoordinator
-    from protocol.codec import decode_body, encode_body
     from protocol.messages import SyncGroupRequest
 
-    body = decode_body(SyncGroupRequest, 5, encode_body(SyncGroupRequest, 5, {
+    reply = Harness().request_now(SyncGroupRequest, 5, {
         "group_id": "", "generation_id": 1, "member_id": "m", "group_instance_id": None,
-        "protocol_type": None, "protocol_name": None, "assignments": []}))
-    fx = GroupCoordinator().sync_group(1, 0, 5, body)
-    assert fx.replies[0][1]["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL, not INVALID_GROUP_ID (24)
+        "protocol_type": None, "protocol_name": None, "assignments": []})
+    assert reply["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL, not INVALID_GROUP_ID (24)

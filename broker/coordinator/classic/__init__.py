@@ -1,0 +1,1 @@
+"""The classic rebalance protocol: its group model, states and rules."""

@@ -1,0 +1,38 @@
+"""The coordinator's settings, taken from the broker configuration by their Kafka names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    max_size: int = 2_147_483_647
+    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    # group.new.partitions.start: "earliest" commits new partitions' start offsets for
+    # subscribed groups; "latest" commits nothing (the client's auto.offset.reset decides).
+    new_partitions_start: str = "earliest"
+    # offsets.commit.require.known.topic: commits for unknown partitions are refused.
+    require_known_topic: bool = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> CoordinatorConfig:
+        return cls(
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_size=config["group.max.size"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+            new_partitions_start=config["group.new.partitions.start"],
+            require_known_topic=config["offsets.commit.require.known.topic"],
+        )

@@ -1,0 +1,55 @@
+"""What one call into the coordinator produced: records to append and replies to release."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.coordinator.records import CoordinatorRecord
+from broker.coordinator.requests import Result
+
+
+@dataclass
+class Effects:
+    """One batch of records per group, and replies by ticket.
+
+    ``write`` is the only way rules change durable state: it adds the record to these
+    effects and replays it into the coordinator at once, through the same ``replay`` that
+    loads the log at start-up. So what the coordinator holds is, by construction, what
+    replaying the records it wrote gives. The shell appends each group's records as one
+    batch and releases the replies once those records are durable.
+    """
+
+    replay: Callable[[CoordinatorRecord], None] | None = None
+    records: dict[str, list[CoordinatorRecord]] = field(default_factory=dict)
+    replies: list[tuple[int, Result]] = field(default_factory=list)
+
+    def write(self, group_id: str, record: CoordinatorRecord) -> None:
+        if self.replay is None:
+            raise RuntimeError("these effects were not opened by the coordinator and cannot take records")
+        records = self.records.get(group_id)
+        if records is None:
+            self.records[group_id] = [record]
+        else:
+            records.append(record)
+        self.replay(record)
+
+    def reply(self, ticket: int | None, result: Result) -> None:
+        if ticket is not None:
+            self.replies.append((ticket, result))
+
+    def merge(self, other: Effects) -> None:
+        """Take over another call's records (already replayed) and replies."""
+        for group_id, records in other.records.items():
+            self.records.setdefault(group_id, []).extend(records)
+        self.replies.extend(other.replies)
+
+    def reply_for(self, ticket: int) -> Result | None:
+        for t, result in self.replies:
+            if t == ticket:
+                return result
+        return None
+
+    @property
+    def record_count(self) -> int:
+        return sum(len(records) for records in self.records.values())

@@ -1,0 +1,289 @@
+"""Typed requests and results: what the coordinator's rules read and answer.
+
+``broker.coordinator.api`` builds these from wire bodies of any version and shapes results
+back for the version asked. The rules never see a version number: where Kafka's behaviour
+depends on the version, the adapter turns that into a field saying what the client can do
+(``require_known_member_id``, ``supports_skip_assignment``...). Everything is frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+
+Protocols = tuple[tuple[str, bytes], ...]  # (name, metadata), in the member's order of preference
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Who sent a request: the client id of its header and its host as Kafka reports it."""
+
+    client_id: str = ""
+    client_host: str = ""
+
+
+# ---------------------------------------------------------------------- JoinGroup
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    reason: str | None = None
+    client: ClientInfo = ClientInfo()
+    #: KIP-394 (JoinGroup v4+): a new dynamic member must rejoin with the id it is given.
+    require_known_member_id: bool = True
+    #: KIP-814 (JoinGroup v9+): a rejoining static leader may be told to skip the assignment.
+    supports_skip_assignment: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResult:
+    error: ErrorCode
+    member_id: str
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    members: tuple[JoinGroupMember, ...] = ()
+
+
+# ---------------------------------------------------------------------- SyncGroup
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    #: Checked against the group when the client sends them (SyncGroup v5+).
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+# ---------------------------------------------------------------------- Heartbeat, LeaveGroup
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class LeavingMember:
+    member_id: str
+    group_instance_id: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupRequest:
+    group_id: str
+    members: tuple[LeavingMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResult:
+    """``error`` is the group-level outcome; ``members`` pairs each leaver with its own."""
+
+    error: ErrorCode
+    members: tuple[tuple[LeavingMember, ErrorCode], ...] = ()
+
+
+# ---------------------------------------------------------------------- OffsetCommit
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPartition:
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    #: OffsetCommit v1 lets the client set the commit time; -1 means "now".
+    commit_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTopic:
+    name: str
+    partitions: tuple[CommitPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    group_id: str
+    #: A classic group's generation, or a consumer group member's epoch; -1 when not given.
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    #: OffsetCommit v2-v4 retention; -1 means the broker's offsets.retention.minutes.
+    retention_ms: int
+    topics: tuple[CommitTopic, ...]
+    #: OffsetCommit v9+: the KIP-848 form, where an unknown group is GROUP_ID_NOT_FOUND.
+    consumer_protocol_version: bool = False
+
+
+PartitionErrors = tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]  # topic -> (partition, error)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResult:
+    topics: PartitionErrors
+
+
+# ---------------------------------------------------------------------- OffsetFetch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchGroup:
+    group_id: str
+    #: (topic, partitions) pairs; None asks for every committed offset of the group.
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None
+    member_id: str | None = None
+    member_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    groups: tuple[FetchGroup, ...]
+    require_stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    partition: int
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedGroup:
+    group_id: str
+    topics: tuple[tuple[str, tuple[FetchedPartition, ...]], ...]
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResult:
+    groups: tuple[FetchedGroup, ...]
+
+
+# ---------------------------------------------------------------------- OffsetDelete
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResult:
+    error: ErrorCode
+    topics: PartitionErrors = ()
+
+
+# ---------------------------------------------------------------------- admin
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsRequest:
+    group_ids: tuple[str, ...]
+    include_authorized_operations: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: tuple[DescribedMember, ...]
+    error: ErrorCode = ErrorCode.NONE
+    #: Kafka AclOperation bits; None when the client did not ask for them.
+    authorized_operations: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsResult:
+    groups: tuple[DescribedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsRequest:
+    states: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsResult:
+    groups: tuple[ListedGroup, ...]
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsRequest:
+    group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsResult:
+    results: tuple[tuple[str, ErrorCode], ...]
+
+
+Result = (
+    JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
+    | OffsetFetchResult | OffsetDeleteResult | DescribeGroupsResult | ListGroupsResult | DeleteGroupsResult
+)
