@@ -5,7 +5,6 @@ coordinator must be consistent with itself and with the records it wrote."""
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass, field
 from typing import Any
 
