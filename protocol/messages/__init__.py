@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.messages.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -50,6 +58,8 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
+    (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
 )
 
 REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS if req.api_key is not None}

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8): store consumed positions for a group."""
+"""OffsetCommit (key 8): store consumed positions for a group (v9: member epochs, KIP-848)."""
 
 from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, INT64, Message, STRING, Struct
@@ -7,7 +7,7 @@ OffsetCommitRequest = Message(
     "OffsetCommitRequest",
     api_key=ApiKey.OFFSET_COMMIT,
     kind="request",
-    versions="0-8",
+    versions="0-9",
     flexible="8+",
     fields=(
         Field("group_id", STRING, "0+"),
@@ -52,7 +52,7 @@ OffsetCommitResponse = Message(
     "OffsetCommitResponse",
     api_key=ApiKey.OFFSET_COMMIT,
     kind="response",
-    versions="0-8",
+    versions="0-9",
     flexible="8+",
     fields=(
         Field("throttle_time_ms", INT32, "3+", ignorable=True),

@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9): read a group's committed positions (multi-group from v8)."""
+"""OffsetFetch (key 9): read a group's committed positions (multi-group from v8, member epochs from v9)."""
 
 from protocol.api_keys import ApiKey
 from protocol.schema import Array, BOOL, Field, INT16, INT32, INT64, Message, STRING, Struct
@@ -7,7 +7,7 @@ OffsetFetchRequest = Message(
     "OffsetFetchRequest",
     api_key=ApiKey.OFFSET_FETCH,
     kind="request",
-    versions="0-8",
+    versions="0-9",
     flexible="6+",
     fields=(
         Field("group_id", STRING, "0-7"),
@@ -32,6 +32,8 @@ OffsetFetchRequest = Message(
                     "OffsetFetchRequestGroup",
                     (
                         Field("group_id", STRING, "8+"),
+                        Field("member_id", STRING, "9+", nullable="9+", ignorable=True),
+                        Field("member_epoch", INT32, "9+", default=-1, ignorable=True),
                         Field(
                             "topics",
                             Array(
@@ -59,7 +61,7 @@ OffsetFetchResponse = Message(
     "OffsetFetchResponse",
     api_key=ApiKey.OFFSET_FETCH,
     kind="response",
-    versions="0-8",
+    versions="0-9",
     flexible="6+",
     fields=(
         Field("throttle_time_ms", INT32, "3+", ignorable=True),
