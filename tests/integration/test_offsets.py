@@ -15,7 +15,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import wait_until
+from tests.support.clients import learn_partitions, wait_until
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -439,6 +439,7 @@ def test_kafka_python_deletes_group_offsets(broker_factory: Any) -> None:
                              enable_auto_commit=False, session_timeout_ms=10_000, heartbeat_interval_ms=500)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
+        learn_partitions(consumer, ["sub"])
         deadline = time.monotonic() + 30
         while not consumer.assignment():
             assert time.monotonic() < deadline, "consumer never got its assignment"

@@ -12,7 +12,7 @@ import pytest
 from pipeline.history import offsets_as_of
 from tests.pipeline.scenario import next_millisecond, now_ms
 from tests.support.broker_process import REPO, BrokerProcess
-from tests.support.clients import create_topic, wait_until
+from tests.support.clients import create_topic, learn_partitions, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -28,21 +28,13 @@ GROUP = "restore-me"
 
 def subscribed_consumer(bootstrap: str, first: dict[tuple[str, int], int] | None = None) -> Any:
     """A member of the group with both partitions assigned; ``first`` collects the first
-    offset it consumes from each partition (polling may already return records).
-
-    The consumer learns the topic's partitions before its first poll joins the group.
-    Otherwise, as leader, it assigns nothing (it has no metadata for "r" yet), rejoins
-    when the metadata arrives, and kafka-python 3.0.12 can strand that second join: once
-    the leader has assigned, ``need_rejoin()`` is False, so a poll whose timeout ran out
-    mid-join is followed by polls that never collect the SyncGroup result, never apply
-    the assignment and never heartbeat again. A busy machine makes that timeout run out.
-    """
+    offset it consumes from each partition (polling may already return records)."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500)
     consumer.subscribe(["r"])
-    assert consumer.partitions_for_topic("r") == {0, 1}
+    learn_partitions(consumer, ["r"])
     deadline = time.monotonic() + 30
     while len(consumer.assignment()) < 2:
         assert time.monotonic() < deadline, "the consumer was never assigned both partitions"
