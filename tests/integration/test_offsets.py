@@ -1,6 +1,7 @@
 """Committed offsets on the real broker process: every wire version, real clients, expiry.
 
-§7 OffsetCommit, §8 OffsetFetch, §9 OffsetDelete (KIP-496), §14 expiration (KIP-211).
+OffsetCommit, OffsetFetch, OffsetDelete (KIP-496) and expiry (KIP-211):
+docs/coordinator-rules.md#offset-commit, #offset-fetch, #offset-delete and #offset-expiry.
 """
 
 from __future__ import annotations
