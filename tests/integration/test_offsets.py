@@ -269,7 +269,7 @@ def _confluent_consumer(bootstrap: str, group: str) -> Any:
 
 
 def _confluent_commit_and_read(bootstrap: str, group: str, tp: TP, offset: int,
-                               metadata: str) -> tuple[int, str]:
+                               metadata: str) -> tuple[int, str | None]:
     from confluent_kafka import TopicPartition
 
     consumer = _confluent_consumer(bootstrap, group)
@@ -279,16 +279,22 @@ def _confluent_commit_and_read(bootstrap: str, group: str, tp: TP, offset: int,
         assert committed.error is None, committed.error
         (got,) = consumer.committed([TopicPartition(*tp)], timeout=10)
         assert got.error is None, got.error
-        try:
-            metadata = got.metadata
-        except UnicodeDecodeError:  # see _confluent_metadata_matches
-            metadata = UNREADABLE
-        return got.offset, metadata
+        return got.offset, _confluent_metadata(got)
     finally:
         consumer.close()
 
 
 UNREADABLE = "<confluent-kafka could not decode the metadata>"
+
+
+def _confluent_metadata(partition: Any) -> str | None:
+    """The metadata of a confluent-kafka TopicPartition, or UNREADABLE where the client
+    fails to decode it (see _confluent_metadata_matches)."""
+    try:
+        metadata: str | None = partition.metadata
+    except UnicodeDecodeError:
+        return UNREADABLE
+    return metadata
 
 
 def _confluent_metadata_matches(read: tuple[int, str | None], offset: int, metadata: str) -> bool:
@@ -310,7 +316,7 @@ def _confluent_read(bootstrap: str, group: str, tp: TP) -> tuple[int, str | None
     try:
         (got,) = consumer.committed([TopicPartition(*tp)], timeout=10)
         assert got.error is None, got.error
-        return got.offset, got.metadata
+        return got.offset, _confluent_metadata(got)
     finally:
         consumer.close()
 
