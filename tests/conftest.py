@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 
+pytest_plugins = ["tests.support.cpu_load"]
+
 
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[object]:

@@ -55,3 +55,50 @@ def test_protocol_table_matches_declarations_and_router() -> None:
             assert serving == expected, name
         else:
             assert serving == "no", f"{name} is documented as served but has no handler"
+
+
+# --------------------------------------------------------------------------- anchors
+
+REPO = DOCS.parent
+RULES = DOCS / "coordinator-rules.md"
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors for the headings of a markdown file (code blocks skipped)."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)
+    return {
+        re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)
+    }
+
+
+def test_coordinator_rules_lists_the_anchor_of_every_section() -> None:
+    text = RULES.read_text()
+    listed = re.findall(r"^\| \[`#([\w-]+)`\]\(#\1\) \|", text, re.M)
+    sections = {
+        re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+        for m in re.finditer(r"^#{2,3} (.+)$", text, re.M)
+    }
+    assert sorted(listed) == sorted(sections)
+
+
+def test_citations_of_coordinator_rules_name_real_sections() -> None:
+    anchors = _anchors(RULES)
+    cited = {
+        (str(path.relative_to(REPO)), anchor)
+        for folder in ("broker", "protocol", "storage", "pipeline", "tests", "docs")
+        for path in (REPO / folder).rglob("*")
+        if path.suffix in {".py", ".md"}
+        for anchor in re.findall(r"coordinator-rules\.md#([\w-]+)", path.read_text())
+    }
+    assert cited, "nothing cites docs/coordinator-rules.md"
+    assert {(where, a) for where, a in cited if a not in anchors} == set()
+
+
+def test_links_between_docs_land_on_headings() -> None:
+    broken = []
+    for doc in [REPO / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?#([\w-]+)\)", doc.read_text()):
+            if anchor not in _anchors((doc.parent / target).resolve() if target else doc):
+                broken.append(f"{doc.relative_to(REPO)}: {target}#{anchor}")
+    assert broken == []

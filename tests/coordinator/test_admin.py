@@ -1,4 +1,7 @@
-"""§10 DeleteGroups, §11 DescribeGroups / ListGroups."""
+"""DeleteGroups, DescribeGroups and ListGroups.
+
+docs/coordinator-rules.md#delete-groups, #describe-groups and #list-groups.
+"""
 
 from __future__ import annotations
 

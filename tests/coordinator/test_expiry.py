@@ -1,6 +1,7 @@
-"""§14 / KIP-211: which offsets expire, from what base time, and what expiry writes.
+"""KIP-211: which offsets expire, from what base time, and what expiry writes.
 
-One group per row of the KIP-211 table (COORDINATOR-FACTS §14), driven with a fake clock:
+One group per row of the KIP-211 table (docs/coordinator-rules.md#offset-expiry, after
+ClassicGroup.offsetExpirationCondition), driven with a fake clock:
 
 | group                                   | base time                              | offsets considered |
 | protocol type, Empty                    | current_state_timestamp (else commit)  | all                |
@@ -71,7 +72,8 @@ def _assert_replay_matches(h: Harness) -> None:
     assert set(r.coord.groups) == set(h.coord.groups)
     for gid, live in h.coord.groups.items():
         loaded = r.coord.groups[gid]
-        if live.state in (S.EMPTY, S.STABLE):  # the rebalance states are not persisted (§14)
+        # Rebalance states are not persisted (docs/coordinator-rules.md#group-states).
+        if live.state in (S.EMPTY, S.STABLE):
             assert (loaded.state, loaded.generation, loaded.protocol_type) == (
                 live.state, live.generation, live.protocol_type), gid
         if live.state is S.EMPTY and live.protocol_type:

@@ -1,4 +1,7 @@
-"""§5 Heartbeat: errors by state, liveness and session expiry."""
+"""Heartbeat: errors by state, liveness and session expiry.
+
+docs/coordinator-rules.md#heartbeat-and-session-timeout.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""§3 JoinGroup: validation, new/pending/existing members, the join phase and its completion."""
+"""JoinGroup: validation, new/pending/existing members, the join phase and its completion
+(docs/coordinator-rules.md#join-group and its subsections)."""
 
 from __future__ import annotations
 

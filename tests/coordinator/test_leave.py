@@ -1,4 +1,7 @@
-"""§6 LeaveGroup: single (v0-2) and batch (v3+) shapes, static removal, effects."""
+"""LeaveGroup: single (v0-2) and batch (v3+) shapes, static removal, effects.
+
+docs/coordinator-rules.md#leave-group.
+"""
 
 from __future__ import annotations
 

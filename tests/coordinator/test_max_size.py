@@ -1,4 +1,7 @@
-"""§3 group.max.size (KIP-389)."""
+"""group.max.size (KIP-389, GroupMetadataManager.acceptJoiningMember).
+
+docs/coordinator-rules.md#group-max-size.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""§9 OffsetDelete (KIP-496): who may delete which committed offsets, and what is written."""
+"""OffsetDelete (KIP-496): who may delete which committed offsets, and what is written
+(docs/coordinator-rules.md#offset-delete)."""
 
 from __future__ import annotations
 

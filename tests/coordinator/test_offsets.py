@@ -1,4 +1,7 @@
-"""§7 OffsetCommit / §8 OffsetFetch: the group rules and what is stored."""
+"""OffsetCommit and OffsetFetch: the group rules and what is stored.
+
+docs/coordinator-rules.md#offset-commit and #offset-fetch.
+"""
 
 from __future__ import annotations
 
@@ -98,7 +101,8 @@ def test_commit_from_previous_generation_in_preparing_rebalance() -> None:
     h.join("g", a)
     assert h.state("g") is S.PREPARING_REBALANCE
     assert h.generation("g") == 1
-    # b commits instead of heartbeating: the commit keeps it alive (§5)
+    # b commits instead of heartbeating: the commit keeps it alive
+    # (docs/coordinator-rules.md#heartbeat-and-session-timeout)
     for i in range(4):
         h.advance(8000)
         assert h.commit("g", {T0: i}, member_id=b, generation=1) == {T0: E.NONE}
@@ -206,7 +210,8 @@ def test_partition_exists_callback() -> None:
 
 
 def test_unknown_partitions_answered_before_group_validation() -> None:
-    # KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees the request (§7).
+    # KafkaApis.handleOffsetCommitRequest answers UNKNOWN_TOPIC_OR_PARTITION before the coordinator
+    # sees the request.
     h = Harness()
     h.stable_group("g", 2)
     exists = lambda topic, partition: topic == "t"  # noqa: E731

@@ -1,4 +1,4 @@
-"""§1: the group state table, exactly as Kafka's ClassicGroupState."""
+"""The group state table, exactly as Kafka's ClassicGroupState (docs/coordinator-rules.md#group-states)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from broker.coordinator.classic.state import (
 
 S = GroupState
 
-# to-state -> states it may be entered from (COORDINATOR-FACTS §1)
+# to-state -> states it may be entered from (ClassicGroupState.validPreviousStates)
 TABLE = {
     S.EMPTY: {S.PREPARING_REBALANCE},
     S.PREPARING_REBALANCE: {S.EMPTY, S.STABLE, S.COMPLETING_REBALANCE},

@@ -1,4 +1,5 @@
-"""§3 static membership (KIP-345): instance ids, replacement, fencing, restart."""
+"""Static membership (KIP-345): instance ids, replacement, fencing, restart
+(docs/coordinator-rules.md#static-membership)."""
 
 from __future__ import annotations
 

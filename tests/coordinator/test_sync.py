@@ -1,4 +1,5 @@
-"""§4 SyncGroup: validation order, parking, assignment propagation, pending-sync timeout."""
+"""SyncGroup: validation order, parking, assignment propagation, pending-sync timeout
+(docs/coordinator-rules.md#sync-group)."""
 
 from __future__ import annotations
 
@@ -234,7 +235,8 @@ def test_leader_leaves_while_followers_parked() -> None:
 
 def test_session_restarts_after_sync_error_reply() -> None:
     # A member parked in SyncGroup outlives its session timer; once its SyncGroup is answered
-    # (here REBALANCE_IN_PROGRESS) its session timer must run again (§5).
+    # (here REBALANCE_IN_PROGRESS) its session timer must run again, as after
+    # GroupMetadataManager.propagateAssignment.
     h = Harness()
     leader, f = h.stable_group("g", 2, instances=["i1", "i2"], session=10_000, rebalance=30_000)
     h.join("g", leader, instance="i1")  # rebalance: leader parked

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.broker_process import REPO, BrokerProcess
-from tests.support.clients import wait_until
+from tests.support.clients import learn_partitions, wait_until
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -120,6 +120,7 @@ class LiveConsumer:
             enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
             heartbeat_interval_ms=500, max_poll_records=1)
         self.consumer.subscribe([topic])
+        learn_partitions(self.consumer, [topic])
         self.polled: list[Any] = []
 
         def owns_all() -> bool:

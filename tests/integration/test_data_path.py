@@ -12,7 +12,7 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.records import build_records, encode_batch, iter_batches
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import create_topic, wait_until
+from tests.support.clients import create_topic, learn_partitions, wait_until
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -43,6 +43,7 @@ def _kafka_python(bootstrap: str, group: str, topic: str, want: int) -> list[tup
                              enable_auto_commit=False)
     got: list[tuple[int, int, bytes]] = []
     try:
+        learn_partitions(consumer, [topic])
         deadline = time.monotonic() + 60
         while len(got) < want and time.monotonic() < deadline:
             for _, records in consumer.poll(timeout_ms=200).items():

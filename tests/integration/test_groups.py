@@ -19,9 +19,9 @@ from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
 
-# Kafka's default initial delay is 3 s. Some clients (kafka-python) run the assignor before
-# their metadata for a just-subscribed topic has arrived if the first join completes at
-# once; a short delay, as in real deployments, lets the first generation see the topic.
+# Kafka's default initial delay is 3 s; a short one, as in real deployments, lets consumers
+# that start together form one generation. (kafka-python consumers also learn their topic's
+# partitions before joining: see learn_partitions in tests/support/clients.py.)
 FAST = {"group.initial.rebalance.delay.ms": 1000}
 
 

@@ -1,6 +1,7 @@
 """Committed offsets on the real broker process: every wire version, real clients, expiry.
 
-§7 OffsetCommit, §8 OffsetFetch, §9 OffsetDelete (KIP-496), §14 expiration (KIP-211).
+OffsetCommit, OffsetFetch, OffsetDelete (KIP-496) and expiry (KIP-211):
+docs/coordinator-rules.md#offset-commit, #offset-fetch, #offset-delete and #offset-expiry.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import wait_until
+from tests.support.clients import learn_partitions, wait_until
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -268,7 +269,7 @@ def _confluent_consumer(bootstrap: str, group: str) -> Any:
 
 
 def _confluent_commit_and_read(bootstrap: str, group: str, tp: TP, offset: int,
-                               metadata: str) -> tuple[int, str]:
+                               metadata: str) -> tuple[int, str | None]:
     from confluent_kafka import TopicPartition
 
     consumer = _confluent_consumer(bootstrap, group)
@@ -278,16 +279,22 @@ def _confluent_commit_and_read(bootstrap: str, group: str, tp: TP, offset: int,
         assert committed.error is None, committed.error
         (got,) = consumer.committed([TopicPartition(*tp)], timeout=10)
         assert got.error is None, got.error
-        try:
-            metadata = got.metadata
-        except UnicodeDecodeError:  # see _confluent_metadata_matches
-            metadata = UNREADABLE
-        return got.offset, metadata
+        return got.offset, _confluent_metadata(got)
     finally:
         consumer.close()
 
 
 UNREADABLE = "<confluent-kafka could not decode the metadata>"
+
+
+def _confluent_metadata(partition: Any) -> str | None:
+    """The metadata of a confluent-kafka TopicPartition, or UNREADABLE where the client
+    fails to decode it (see _confluent_metadata_matches)."""
+    try:
+        metadata: str | None = partition.metadata
+    except UnicodeDecodeError:
+        return UNREADABLE
+    return metadata
 
 
 def _confluent_metadata_matches(read: tuple[int, str | None], offset: int, metadata: str) -> bool:
@@ -309,7 +316,7 @@ def _confluent_read(bootstrap: str, group: str, tp: TP) -> tuple[int, str | None
     try:
         (got,) = consumer.committed([TopicPartition(*tp)], timeout=10)
         assert got.error is None, got.error
-        return got.offset, got.metadata
+        return got.offset, _confluent_metadata(got)
     finally:
         consumer.close()
 
@@ -439,6 +446,7 @@ def test_kafka_python_deletes_group_offsets(broker_factory: Any) -> None:
                              enable_auto_commit=False, session_timeout_ms=10_000, heartbeat_interval_ms=500)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
+        learn_partitions(consumer, ["sub"])
         deadline = time.monotonic() + 30
         while not consumer.assignment():
             assert time.monotonic() < deadline, "consumer never got its assignment"

@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline.segments import read_batch_headers
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import create_topic, wait_until
+from tests.support.clients import create_topic, learn_partitions, wait_until
 
 BROKER_SETTINGS: dict[str, object] = {
     "log.history.retention.ms": 86_400_000,
@@ -95,6 +95,7 @@ def run(data_dir: Path) -> Scenario:
                           auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500)
         consumers.append(a)
         a.subscribe(["orders"])
+        learn_partitions(a, ["orders"])
         deadline = time.monotonic() + 30
         while len(a.assignment()) < 3:
             assert time.monotonic() < deadline, "svc-a was never assigned its partitions"

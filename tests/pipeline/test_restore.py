@@ -12,7 +12,7 @@ import pytest
 from pipeline.history import offsets_as_of
 from tests.pipeline.scenario import next_millisecond, now_ms
 from tests.support.broker_process import REPO, BrokerProcess
-from tests.support.clients import create_topic, wait_until
+from tests.support.clients import create_topic, learn_partitions, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +34,7 @@ def subscribed_consumer(bootstrap: str, first: dict[tuple[str, int], int] | None
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500)
     consumer.subscribe(["r"])
+    learn_partitions(consumer, ["r"])
     deadline = time.monotonic() + 30
     while len(consumer.assignment()) < 2:
         assert time.monotonic() < deadline, "the consumer was never assigned both partitions"

@@ -13,6 +13,22 @@ from collections.abc import Callable
 from typing import Any
 
 
+def learn_partitions(consumer: Any, topics: list[str]) -> None:
+    """Make a kafka-python consumer fetch its topics' partitions before its first poll joins.
+
+    Otherwise its first JoinGroup can go out before it has metadata for a topic it just
+    subscribed to: as leader it then assigns nothing, and rejoins once the metadata
+    arrives. kafka-python 3.0.12 drives a join only while ``need_rejoin()`` is true, and
+    that turns false as soon as the leader has assigned, so a ``poll()`` whose timeout runs
+    out during that second join leaves its SyncGroup reply uncollected for good: the
+    assignment is never applied, heartbeats stay off, and the broker expires the member.
+    Short polls on a busy machine do run out. Knowing the partitions first, the leader
+    assigns them in the first generation and there is no second join.
+    """
+    for topic in topics:
+        consumer.partitions_for_topic(topic)
+
+
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -83,6 +99,7 @@ class KafkaPythonConsumer(ConsumerThread):
             auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500,
             **self.options,
         )
+        learn_partitions(self.consumer, [self.topic])
 
     def _poll(self) -> None:
         for _, records in self.consumer.poll(timeout_ms=100).items():
