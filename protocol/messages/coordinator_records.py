@@ -147,7 +147,7 @@ ConsumerGroupMemberMetadataValue = Message(
         Field("client_host", STRING, "0+"),
         Field("subscribed_topic_names", Array(STRING), "0+"),
         Field("subscribed_topic_regex", STRING, "0+", nullable="0+"),
-        Field("rebalance_timeout_ms", INT32, "0+"),
+        Field("rebalance_timeout_ms", INT32, "0+", default=-1),
         Field("server_assignor", STRING, "0+", nullable="0+"),
         Field(
             "classic_member_metadata",
@@ -187,7 +187,13 @@ ConsumerGroupTargetAssignmentMemberKey = Message(
 
 ConsumerGroupTargetAssignmentMemberValue = Message(
     "ConsumerGroupTargetAssignmentMemberValue", api_key=None, kind="data", versions="0", flexible="0+",
-    fields=(Field("topic_partitions", Array(_TOPIC_PARTITIONS), "0+"),),
+    fields=(
+        Field(
+            "topic_partitions",
+            Array(Struct("TopicPartition", (Field("topic_id", UUID, "0+"), Field("partitions", Array(INT32), "0+")))),
+            "0+",
+        ),
+    ),
 )
 
 ConsumerGroupCurrentMemberAssignmentKey = Message(

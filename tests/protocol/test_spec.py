@@ -29,6 +29,7 @@ from protocol.messages import (
     ConsumerProtocolSubscription,
     RequestHeader,
     ResponseHeader,
+    coordinator_records,
 )
 from protocol.schema import Array, Field, FieldType, Message, Primitive, Struct, Versions
 
@@ -194,6 +195,8 @@ def compare_fields(
 
 
 def spec_problems(message: Message) -> list[str]:
+    if message.kind == "data" and (SPEC_DIR / "records" / f"{message.name}.json").exists():
+        return record_problems(message)
     spec, fallback = spec_for(message.name)
     problems: list[str] = []
     served = set(range(message.min_version, message.max_version + 1))
@@ -217,6 +220,32 @@ def spec_problems(message: Message) -> list[str]:
     common = {s["name"]: s["fields"] for s in spec.get("commonStructs", [])}
     compare_fields(message.name, message.fields, spec["fields"], served, common, problems)
     return problems
+
+
+def record_problems(message: Message) -> list[str]:
+    """A ``__consumer_offsets`` key or value against its JSON in the spec's records/."""
+    spec = load_json(SPEC_DIR / "records" / f"{message.name}.json")
+    problems: list[str] = []
+    if Versions.parse(message.versions) != Versions.parse(spec["validVersions"]):
+        problems.append(f"versions {message.versions!r} != spec {spec['validVersions']!r}")
+    if Versions.parse(message.flexible) != Versions.parse(spec["flexibleVersions"]):
+        problems.append(f"flexible versions {message.flexible!r} != spec {spec['flexibleVersions']!r}")
+    served = set(range(message.min_version, message.max_version + 1))
+    common = {s["name"]: s["fields"] for s in spec.get("commonStructs", [])}
+    compare_fields(message.name, message.fields, spec["fields"], served, common, problems)
+    return problems
+
+
+RECORDS: list[Message] = [
+    value for value in vars(coordinator_records).values() if isinstance(value, Message)
+]
+
+
+@pytest.mark.parametrize("message", RECORDS, ids=lambda m: m.name)
+def test_record_declaration_matches_spec(message: Message) -> None:
+    needs_spec()
+    problems = spec_problems(message)
+    assert not problems, f"{message.name} differs from the spec:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("message", DECLARED, ids=lambda m: m.name)
