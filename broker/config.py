@@ -67,6 +67,37 @@ SETTINGS: tuple[Setting, ...] = (
             "skip the first records written there; 'latest' commits nothing and leaves the new "
             "partitions to the client's auto.offset.reset, as Kafka does.",
             _one_of("earliest", "latest"), "one of earliest, latest"),
+    Setting("group.coordinator.rebalance.protocols", str, "classic,consumer",
+            "The group protocols the coordinator speaks: classic (JoinGroup/SyncGroup) and consumer "
+            "(KIP-848, ConsumerGroupHeartbeat). Without consumer, its APIs are not offered.",
+            lambda v: bool(v) and set(p.strip() for p in v.split(",")) <= {"classic", "consumer"}
+            and "classic" in [p.strip() for p in v.split(",")],
+            "a list of classic and consumer; classic is required"),
+    Setting("group.consumer.session.timeout.ms", int, 45000,
+            "How long a consumer-protocol member may go without a heartbeat before it is fenced (KIP-848).",
+            _positive, "> 0"),
+    Setting("group.consumer.min.session.timeout.ms", int, 45000,
+            "Smallest group.consumer.session.timeout.ms allowed.", _positive, "> 0"),
+    Setting("group.consumer.max.session.timeout.ms", int, 60000,
+            "Largest group.consumer.session.timeout.ms allowed.", _positive, "> 0"),
+    Setting("group.consumer.heartbeat.interval.ms", int, 5000,
+            "How often consumer-protocol members are told to heartbeat (KIP-848).", _positive, "> 0"),
+    Setting("group.consumer.min.heartbeat.interval.ms", int, 5000,
+            "Smallest group.consumer.heartbeat.interval.ms allowed.", _positive, "> 0"),
+    Setting("group.consumer.max.heartbeat.interval.ms", int, 15000,
+            "Largest group.consumer.heartbeat.interval.ms allowed.", _positive, "> 0"),
+    Setting("group.consumer.max.size", int, INT32_MAX,
+            "Most members one consumer-protocol group may have.", _positive, "> 0"),
+    Setting("group.consumer.assignors", str, "uniform,range",
+            "The server-side assignors consumer groups may use (KIP-848); the first is the default. "
+            "Known: uniform (balanced and sticky) and range.",
+            lambda v: bool(v) and all(a.strip() in ("uniform", "range") for a in v.split(",")),
+            "a list of uniform and range"),
+    Setting("group.consumer.migration.policy", str, "bidirectional",
+            "Online migration between the classic and the consumer protocol: bidirectional, upgrade "
+            "(classic groups may become consumer groups), downgrade (the reverse) or disabled.",
+            _one_of("bidirectional", "upgrade", "downgrade", "disabled"),
+            "one of bidirectional, upgrade, downgrade, disabled"),
     Setting("offsets.retention.minutes", int, 10080,
             "How long committed offsets live after their group became empty (KIP-211).",
             _positive, "> 0"),
@@ -170,6 +201,15 @@ class Config(Mapping[str, Any]):
             raise ConfigError(
                 f"group.min.session.timeout.ms: {lo} is above group.max.session.timeout.ms={hi}"
             )
+        for kind in ("session.timeout", "heartbeat.interval"):
+            name = f"group.consumer.{kind}.ms"
+            low, high = values[f"group.consumer.min.{kind}.ms"], values[f"group.consumer.max.{kind}.ms"]
+            if not low <= values[name] <= high:
+                raise ConfigError(f"{name}: {values[name]} is outside [{low}, {high}] "
+                                  f"(group.consumer.min.{kind}.ms, group.consumer.max.{kind}.ms)")
+        if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than "
+                              "group.consumer.session.timeout.ms")
         self._values = values
 
     def __getitem__(self, key: str) -> Any:

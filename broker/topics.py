@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.coordinator.modern.topics import TopicMetadata
 from protocol.errors import ErrorCode
 from storage.partition import PartitionLog
 from storage.segment import fsync_directory
@@ -86,6 +87,8 @@ class TopicCatalog:
         self.config = config
         self.topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        #: Grows with every topic created, deleted or grown: the coordinator's metadata image version.
+        self.version = 0
         self._load()
 
     @property
@@ -176,6 +179,7 @@ class TopicCatalog:
             )
         self.topics[name] = topic
         self._by_id[topic.topic_id] = topic
+        self.version += 1
         self._persist()
         log.info("created topic %s with %d partitions", name, num_partitions)
         return ErrorCode.NONE, None, topic
@@ -186,6 +190,7 @@ class TopicCatalog:
         if topic is None:
             return None
         self._by_id.pop(topic.topic_id, None)
+        self.version += 1
         self._persist()
         for index, partition in enumerate(topic.partitions):
             partition.close()
@@ -211,9 +216,23 @@ class TopicCatalog:
             topic.partitions.append(
                 PartitionLog.open(self.data_dir / f"{name}-{index}", self._segment_bytes(topic.configs))
             )
+        self.version += 1
         self._persist()
         log.info("topic %s grew from %d to %d partitions", name, current, count)
         return ErrorCode.NONE, None
+
+    # --- what the group coordinator may ask (broker.coordinator.modern.topics.MetadataImage)
+
+    def topic_metadata(self, name: str) -> TopicMetadata | None:
+        topic = self.topics.get(name)
+        return None if topic is None else TopicMetadata(topic.topic_id, name, len(topic.partitions))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self._by_id.get(topic_id)
+        return None if topic is None else topic.name
+
+    def topic_names(self) -> list[str]:
+        return list(self.topics)
 
     def flush(self) -> None:
         for topic in self.topics.values():

@@ -1,9 +1,11 @@
 """Keys and values of the ``__consumer_offsets`` log, in Kafka's own format.
 
 A key is an int16 key version followed by the key struct: versions 0 and 1 are offset
-commits (writers use 1), version 2 is group metadata. A value is an int16 value version
-followed by the value struct; a null value is a tombstone. Writers emit OffsetCommitValue
-v3 (v1 when an expire timestamp exists) and GroupMetadataValue v3, as Kafka does.
+commits (writers use 1), version 2 is group metadata, versions 3 to 8 are the records of
+KIP-848 consumer groups (one record type per key version). A value is an int16 value
+version followed by the value struct; a null value is a tombstone. Writers emit
+OffsetCommitValue v3 (v1 when an expire timestamp exists), GroupMetadataValue v3 and
+consumer group values v0, as Kafka does.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ from protocol.codec import decode_body_reference
 from protocol.compiler import CompiledStruct, compile_struct, compiled_for
 from protocol.errors import ProtocolError
 from protocol.messages.coordinator_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -47,13 +61,43 @@ class GroupKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """The key of a KIP-848 consumer group record; ``kind`` is its key version (3-8)."""
+
+    kind: int
+    group: str
+    member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownKey:
-    """A record type this coordinator does not use (KIP-848, share groups): skipped on load."""
+    """A record type this coordinator does not use (share groups, streams groups): skipped on load."""
 
     version: int
 
 
-RecordKey = OffsetKey | GroupKey | UnknownKey
+RecordKey = OffsetKey | GroupKey | ConsumerGroupKey | UnknownKey
+
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+
+#: key version -> (key schema, value schema) of each consumer group record type.
+CONSUMER_GROUP_RECORDS: dict[int, tuple[Message, Message]] = {
+    CONSUMER_GROUP_METADATA: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    CONSUMER_GROUP_PARTITION_METADATA: (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue),
+    CONSUMER_GROUP_MEMBER_METADATA: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (
+        ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (
+        ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
+        ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+}
+CONSUMER_GROUP_VALUE_VERSION = 0
 
 
 @dataclass(slots=True)
@@ -93,6 +137,17 @@ def _key_decoder(version: int) -> CompiledStruct | None:
                 project=("group",),
                 factory=GroupKey,
             )
+        elif version in CONSUMER_GROUP_RECORDS:
+            message = CONSUMER_GROUP_RECORDS[version][0]
+            with_member = len(message.fields) > 1
+            codec = compile_struct(
+                message.fields,
+                version,
+                message.is_flexible(version),
+                label=f"{message.name} v{version}",
+                project=("group_id", "member_id") if with_member else ("group_id",),
+                factory=lambda group, member=None, kind=version: ConsumerGroupKey(kind, group, member),
+            )
         else:
             return None
         _KEY_DECODERS[version] = codec
@@ -121,14 +176,30 @@ def _encode(message: Message, version: int, body: dict[str, Any]) -> bytes:
     return bytes(out)
 
 
-def encode_key(key: OffsetKey | GroupKey) -> bytes:
+def encode_key(key: OffsetKey | GroupKey | ConsumerGroupKey) -> bytes:
     if isinstance(key, OffsetKey):
         return _encode(
             OffsetCommitKey,
             OFFSET_KEY_VERSION,
             {"group": key.group, "topic": key.topic, "partition": key.partition},
         )
+    if isinstance(key, ConsumerGroupKey):
+        message = CONSUMER_GROUP_RECORDS[key.kind][0]
+        return _encode(message, key.kind, {"group_id": key.group, "member_id": key.member_id})
     return _encode(GroupMetadataKey, GROUP_KEY_VERSION, {"group": key.group})
+
+
+def encode_consumer_group_value(kind: int, body: dict[str, Any]) -> bytes:
+    """The value of a consumer group record of key version ``kind`` (value version 0)."""
+    return _encode(CONSUMER_GROUP_RECORDS[kind][1], CONSUMER_GROUP_VALUE_VERSION, body)
+
+
+def decode_consumer_group_value(kind: int, data: bytes) -> Container:
+    """Any version of a consumer group record's value; newer writers' extra tagged fields are kept."""
+    message = CONSUMER_GROUP_RECORDS[kind][1]
+    version = _value_version(data, message.max_version)
+    body, _ = compiled_for(message, version).decode(data, 2)
+    return body
 
 
 def decode_key(data: bytes) -> RecordKey:

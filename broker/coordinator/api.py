@@ -20,8 +20,13 @@ from broker.coordinator.requests import (
     ClientInfo,
     CommitPartition,
     CommitTopic,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResult,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResult,
     DeleteGroupsRequest,
     DeleteGroupsResult,
+    DescribedAssignment,
     DescribeGroupsRequest,
     DescribeGroupsResult,
     FetchedGroup,
@@ -361,6 +366,87 @@ def encode_delete_groups(version: int, r: Result) -> dict[str, Any]:
             "results": [{"group_id": g, "error_code": int(e)} for g, e in r.results]}
 
 
+# ---------------------------------------------------------------------- KIP-848
+
+
+def decode_consumer_group_heartbeat(version: int, body: Body, client: ClientInfo) -> ConsumerGroupHeartbeatRequest:
+    names = body.subscribed_topic_names
+    owned = body.topic_partitions
+    return ConsumerGroupHeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=body.rebalance_timeout_ms,
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=body.get("subscribed_topic_regex") if version >= 1 else None,
+        server_assignor=body.server_assignor,
+        topic_partitions=None if owned is None else tuple((tp.topic_id, tuple(tp.partitions)) for tp in owned),
+        client=client,
+        client_member_id=version >= 1,
+    )
+
+
+def encode_consumer_group_heartbeat(version: int, r: Result) -> dict[str, Any]:
+    assert isinstance(r, ConsumerGroupHeartbeatResult)
+    assignment = None if r.assignment is None else {
+        "topic_partitions": [{"topic_id": t, "partitions": list(ps)} for t, ps in r.assignment]}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(r.error),
+        "error_message": r.error_message,
+        "member_id": r.member_id,
+        "member_epoch": r.member_epoch,
+        "heartbeat_interval_ms": r.heartbeat_interval_ms,
+        "assignment": assignment,
+    }
+
+
+def decode_consumer_group_describe(version: int, body: Body, client: ClientInfo) -> ConsumerGroupDescribeRequest:
+    return ConsumerGroupDescribeRequest(tuple(body.group_ids), bool(body.include_authorized_operations))
+
+
+def _described_assignment(a: DescribedAssignment) -> dict[str, Any]:
+    return {"topic_partitions": [{"topic_id": t, "topic_name": n, "partitions": list(ps)}
+                                 for t, n, ps in a.topic_partitions]}
+
+
+def encode_consumer_group_describe(version: int, r: Result) -> dict[str, Any]:
+    assert isinstance(r, ConsumerGroupDescribeResult)
+    return {
+        "throttle_time_ms": 0,
+        "groups": [
+            {
+                "error_code": int(g.error),
+                "error_message": g.error_message,
+                "group_id": g.group_id,
+                "group_state": g.state,
+                "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch,
+                "assignor_name": g.assignor_name,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "instance_id": m.instance_id,
+                        "rack_id": m.rack_id,
+                        "member_epoch": m.member_epoch,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "subscribed_topic_names": list(m.subscribed_topic_names),
+                        "subscribed_topic_regex": m.subscribed_topic_regex,
+                        "assignment": _described_assignment(m.assignment),
+                        "target_assignment": _described_assignment(m.target_assignment),
+                    }
+                    for m in g.members
+                ],
+                "authorized_operations": INT32_MIN if g.authorized_operations is None else g.authorized_operations,
+            }
+            for g in r.groups
+        ],
+    }
+
+
 # ---------------------------------------------------------------------- whole-request failures
 
 
@@ -388,6 +474,10 @@ def error_result(request: TypedRequest, error: ErrorCode) -> Result:
         return ListGroupsResult((), error)
     if isinstance(request, DescribeGroupsRequest):
         return DescribeGroupsResult(())
+    if isinstance(request, ConsumerGroupHeartbeatRequest):
+        return ConsumerGroupHeartbeatResult(error)
+    if isinstance(request, ConsumerGroupDescribeRequest):
+        return ConsumerGroupDescribeResult(())
     raise TypeError(f"no error reply for {type(request).__name__}")
 
 
@@ -407,4 +497,11 @@ BINDINGS: dict[int, Binding] = {
     16: Binding("ListGroups", decode_list_groups, GroupCoordinatorShard.list_groups, encode_list_groups),
     42: Binding("DeleteGroups", decode_delete_groups, GroupCoordinatorShard.delete_groups, encode_delete_groups),
     47: Binding("OffsetDelete", decode_offset_delete, GroupCoordinatorShard.offset_delete, encode_offset_delete),
+    68: Binding("ConsumerGroupHeartbeat", decode_consumer_group_heartbeat,
+                GroupCoordinatorShard.consumer_group_heartbeat, encode_consumer_group_heartbeat),
+    69: Binding("ConsumerGroupDescribe", decode_consumer_group_describe,
+                GroupCoordinatorShard.consumer_group_describe, encode_consumer_group_describe),
 }
+
+#: The APIs of the KIP-848 consumer protocol, offered when group.coordinator.rebalance.protocols names it.
+CONSUMER_PROTOCOL_APIS = frozenset({68, 69})

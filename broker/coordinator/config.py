@@ -23,6 +23,23 @@ class CoordinatorConfig:
     new_partitions_start: str = "earliest"
     # offsets.commit.require.known.topic: commits for unknown partitions are refused.
     require_known_topic: bool = True
+    # KIP-848 consumer groups (group.consumer.*), with Kafka 4's defaults.
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2_147_483_647
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: which way a group may change protocol with members in it.
+    migration_policy: str = "bidirectional"
+    # group.coordinator.rebalance.protocols
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> CoordinatorConfig:
@@ -35,4 +52,11 @@ class CoordinatorConfig:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             new_partitions_start=config["group.new.partitions.start"],
             require_known_topic=config["offsets.commit.require.known.topic"],
+            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_max_size=config["group.consumer.max.size"],
+            consumer_assignors=tuple(a.strip() for a in config["group.consumer.assignors"].split(",") if a.strip()),
+            migration_policy=config["group.consumer.migration.policy"],
+            rebalance_protocols=tuple(
+                p.strip() for p in config["group.coordinator.rebalance.protocols"].split(",") if p.strip()),
         )

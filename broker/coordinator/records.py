@@ -9,21 +9,42 @@ None value is a tombstone.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from broker.coordinator.modern.assignment import Assignment, assignment_of, pairs_of
+from broker.coordinator.modern.consumer.member import ClassicMemberMetadata, ConsumerGroupMember, MemberState
+from broker.coordinator.modern.topics import TopicMetadata
 from protocol.consumer_offsets import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
     GroupKey,
     OffsetKey,
     OffsetValue,
+    decode_consumer_group_value,
     decode_group_value,
     decode_key,
     decode_offset_value,
+    encode_consumer_group_value,
     encode_group_value,
     encode_key,
     encode_offset_value,
 )
 
 __all__ = [
+    "ConsumerGroupCurrentAssignmentRecord",
+    "ConsumerGroupEpochRecord",
+    "ConsumerGroupMemberMetadataRecord",
+    "ConsumerGroupSubscriptionMetadataRecord",
+    "ConsumerGroupTargetAssignmentEpochRecord",
+    "ConsumerGroupTargetMemberRecord",
     "CoordinatorRecord",
     "GroupMemberMetadata",
     "GroupMetadata",
@@ -77,7 +98,170 @@ class GroupMetadataRecord:
     value: GroupMetadata | None
 
 
-CoordinatorRecord = OffsetCommitRecord | GroupMetadataRecord
+# --- KIP-848 consumer groups; a None value is the record's tombstone.
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupEpochRecord:
+    """ConsumerGroupMetadata: the group epoch."""
+
+    group_id: str
+    epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSubscriptionMetadataRecord:
+    """ConsumerGroupPartitionMetadata: the subscribed topics' ids and partition counts."""
+
+    group_id: str
+    topics: Mapping[str, TopicMetadata] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataRecord:
+    """ConsumerGroupMemberMetadata: a member's subscription and client details (not its assignment)."""
+
+    group_id: str
+    member_id: str
+    member: ConsumerGroupMember | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentEpochRecord:
+    """ConsumerGroupTargetAssignmentMetadata: the epoch of the target assignment."""
+
+    group_id: str
+    epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetMemberRecord:
+    """ConsumerGroupTargetAssignmentMember: one member's target assignment."""
+
+    group_id: str
+    member_id: str
+    assignment: Assignment | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentAssignmentRecord:
+    """ConsumerGroupCurrentMemberAssignment: a member's epochs, state and partitions."""
+
+    group_id: str
+    member_id: str
+    member: ConsumerGroupMember | None
+
+
+ConsumerGroupRecord = (
+    ConsumerGroupEpochRecord | ConsumerGroupSubscriptionMetadataRecord | ConsumerGroupMemberMetadataRecord
+    | ConsumerGroupTargetAssignmentEpochRecord | ConsumerGroupTargetMemberRecord
+    | ConsumerGroupCurrentAssignmentRecord
+)
+CoordinatorRecord = OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord
+
+
+def _topic_partitions(assignment: Assignment) -> list[dict[str, Any]]:
+    return [{"topic_id": t, "partitions": ps} for t, ps in pairs_of(assignment)]
+
+
+def _assignment(body: list[Any]) -> dict[uuid.UUID, frozenset[int]]:
+    return assignment_of((tp.topic_id, tp.partitions) for tp in body)
+
+
+def _encode_consumer_group(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
+    """Key and value bytes of a consumer group record (Kafka's GroupCoordinatorRecordHelpers)."""
+    group_id = record.group_id
+    if isinstance(record, ConsumerGroupEpochRecord):
+        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_METADATA, group_id))
+        if record.epoch is None:
+            return key, None
+        return key, encode_consumer_group_value(CONSUMER_GROUP_METADATA, {"epoch": record.epoch})
+    if isinstance(record, ConsumerGroupSubscriptionMetadataRecord):
+        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_PARTITION_METADATA, group_id))
+        if record.topics is None:
+            return key, None
+        return key, encode_consumer_group_value(CONSUMER_GROUP_PARTITION_METADATA, {"topics": [
+            {"topic_id": t.topic_id, "topic_name": t.name, "num_partitions": t.num_partitions,
+             "partition_metadata": []}
+            for t in sorted(record.topics.values(), key=lambda t: t.name)
+        ]})
+    if isinstance(record, ConsumerGroupTargetAssignmentEpochRecord):
+        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id))
+        if record.epoch is None:
+            return key, None
+        return key, encode_consumer_group_value(
+            CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, {"assignment_epoch": record.epoch})
+    if isinstance(record, ConsumerGroupTargetMemberRecord):
+        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, record.member_id))
+        if record.assignment is None:
+            return key, None
+        return key, encode_consumer_group_value(
+            CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, {"topic_partitions": _topic_partitions(record.assignment)})
+    if isinstance(record, ConsumerGroupMemberMetadataRecord):
+        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_MEMBER_METADATA, group_id, record.member_id))
+        m = record.member
+        if m is None:
+            return key, None
+        classic = None if m.classic is None else {
+            "session_timeout_ms": m.classic.session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": md} for n, md in m.classic.protocols],
+        }
+        return key, encode_consumer_group_value(CONSUMER_GROUP_MEMBER_METADATA, {
+            "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+            "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "server_assignor": m.server_assignor, "classic_member_metadata": classic,
+        })
+    key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, record.member_id))
+    m = record.member
+    if m is None:
+        return key, None
+    return key, encode_consumer_group_value(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, {
+        "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
+        "state": int(m.state), "assigned_partitions": _topic_partitions(m.assigned_partitions),
+        "partitions_pending_revocation": _topic_partitions(m.partitions_pending_revocation),
+    })
+
+
+def _member_state(value: int) -> MemberState:
+    try:
+        return MemberState(value)
+    except ValueError:
+        return MemberState.UNKNOWN
+
+
+def _decode_consumer_group(key: ConsumerGroupKey, value: bytes | None) -> ConsumerGroupRecord:
+    group_id, kind, member_id = key.group, key.kind, key.member_id or ""
+    body = None if value is None else decode_consumer_group_value(kind, value)
+    if kind == CONSUMER_GROUP_METADATA:
+        return ConsumerGroupEpochRecord(group_id, None if body is None else body.epoch)
+    if kind == CONSUMER_GROUP_PARTITION_METADATA:
+        return ConsumerGroupSubscriptionMetadataRecord(group_id, None if body is None else {
+            t.topic_name: TopicMetadata(t.topic_id, t.topic_name, t.num_partitions) for t in body.topics})
+    if kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        return ConsumerGroupTargetAssignmentEpochRecord(group_id, None if body is None else body.assignment_epoch)
+    if kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+        return ConsumerGroupTargetMemberRecord(
+            group_id, member_id, None if body is None else _assignment(body.topic_partitions))
+    if kind == CONSUMER_GROUP_MEMBER_METADATA:
+        if body is None:
+            return ConsumerGroupMemberMetadataRecord(group_id, member_id, None)
+        classic = body.get("classic_member_metadata")
+        return ConsumerGroupMemberMetadataRecord(group_id, member_id, ConsumerGroupMember(
+            member_id=member_id, instance_id=body.instance_id, rack_id=body.rack_id, client_id=body.client_id,
+            client_host=body.client_host, subscribed_topic_names=tuple(body.subscribed_topic_names),
+            subscribed_topic_regex=body.subscribed_topic_regex, rebalance_timeout_ms=body.rebalance_timeout_ms,
+            server_assignor=body.server_assignor,
+            classic=None if classic is None else ClassicMemberMetadata(
+                classic.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in classic.supported_protocols)),
+        ))
+    if body is None:
+        return ConsumerGroupCurrentAssignmentRecord(group_id, member_id, None)
+    return ConsumerGroupCurrentAssignmentRecord(group_id, member_id, ConsumerGroupMember(
+        member_id=member_id, member_epoch=body.member_epoch, previous_member_epoch=body.previous_member_epoch,
+        state=_member_state(body.state), assigned_partitions=_assignment(body.assigned_partitions),
+        partitions_pending_revocation=_assignment(body.partitions_pending_revocation),
+    ))
 
 
 def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
@@ -85,6 +269,8 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     if isinstance(record, OffsetCommitRecord):
         key = encode_key(OffsetKey(record.group_id, record.topic, record.partition))
         return key, None if record.value is None else encode_offset_value(record.value)
+    if not isinstance(record, GroupMetadataRecord):
+        return _encode_consumer_group(record)
     key = encode_key(GroupKey(record.group_id))
     value = record.value
     if value is None:
@@ -140,4 +326,6 @@ def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
                 for m in body.members
             ),
         ))
+    if isinstance(record_key, ConsumerGroupKey):
+        return _decode_consumer_group(record_key, value)
     return None

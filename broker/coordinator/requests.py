@@ -8,6 +8,7 @@ depends on the version, the adapter turns that into a field saying what the clie
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
@@ -283,7 +284,88 @@ class DeleteGroupsResult:
     results: tuple[tuple[str, ErrorCode], ...]
 
 
+# ---------------------------------------------------------------------- KIP-848 consumer groups
+
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatRequest:
+    """One request for joining (epoch 0), heartbeating, and leaving (-1, or -2 for a static member)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    #: None: unchanged since the last heartbeat.
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    #: The partitions the member owns; None: unchanged since the last heartbeat.
+    topic_partitions: TopicPartitions | None = None
+    client: ClientInfo = ClientInfo()
+    #: KIP-1082 (ConsumerGroupHeartbeat v1+): the client makes up its own member id.
+    client_member_id: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatResult:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    #: None: the assignment has not changed since the member last heard it.
+    assignment: TopicPartitions | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeRequest:
+    group_ids: tuple[str, ...]
+    include_authorized_operations: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedAssignment:
+    topic_partitions: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: DescribedAssignment
+    target_assignment: DescribedAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroup:
+    group_id: str
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+    authorized_operations: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeResult:
+    groups: tuple[DescribedConsumerGroup, ...]
+
+
 Result = (
     JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
     | OffsetFetchResult | OffsetDeleteResult | DescribeGroupsResult | ListGroupsResult | DeleteGroupsResult
+    | ConsumerGroupHeartbeatResult | ConsumerGroupDescribeResult
 )

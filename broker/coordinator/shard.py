@@ -18,13 +18,17 @@ from collections.abc import Callable, Mapping
 from broker.coordinator.config import CoordinatorConfig
 from broker.coordinator.effects import Effects
 from broker.coordinator.groups import Group, GroupMetadataManager
+from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.offset_store import OffsetStore
-from broker.coordinator.offsets import OffsetMetadataManager, TopicsView
+from broker.coordinator.offsets import OffsetMetadataManager
 from broker.coordinator.records import CoordinatorRecord, OffsetCommitRecord, decode
 from broker.coordinator.requests import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteGroupsResult,
     DescribeGroupsRequest,
+    FetchedGroup,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -33,6 +37,7 @@ from broker.coordinator.requests import (
     OffsetDeleteRequest,
     OffsetDeleteResult,
     OffsetFetchRequest,
+    OffsetFetchResult,
     SyncGroupRequest,
 )
 from broker.coordinator.timers import Timers
@@ -50,13 +55,16 @@ class GroupCoordinatorShard:
         self,
         config: CoordinatorConfig | None = None,
         new_id: Callable[[], str] | None = None,
-        topics: TopicsView | None = None,
+        topics: MetadataImage | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
         self.timers = Timers()
+        self._image = topics
         self.offset_manager = OffsetMetadataManager(self.config, topics)
-        self.group_manager = GroupMetadataManager(self.config, self.timers, new_id, self.offsets.has_group)
+        self.group_manager = GroupMetadataManager(self.config, self.timers, new_id, self.offsets.has_group,
+                                                  lambda: self._image)
         self.classic = self.group_manager.classic
+        self.consumer = self.group_manager.consumer
 
     # ------------------------------------------------------------------ state, for the shell and tests
 
@@ -69,11 +77,13 @@ class GroupCoordinatorShard:
         return self.offset_manager.store
 
     @property
-    def topics(self) -> TopicsView | None:
-        return self.offset_manager.topics
+    def topics(self) -> MetadataImage | None:
+        """The broker's topics as the coordinator sees them (Kafka's metadata image)."""
+        return self._image
 
     @topics.setter
-    def topics(self, topics: TopicsView | None) -> None:
+    def topics(self, topics: MetadataImage | None) -> None:
+        self._image = topics
         self.offset_manager.topics = topics
 
     @property
@@ -131,22 +141,34 @@ class GroupCoordinatorShard:
 
     def join_group(self, ticket: int, now: int, request: JoinGroupRequest) -> Effects:
         fx = self.effects()
-        self.classic.join_group(ticket, now, request, fx)
+        self.group_manager.join_group(ticket, now, request, fx)
         return fx
 
     def sync_group(self, ticket: int, now: int, request: SyncGroupRequest) -> Effects:
         fx = self.effects()
-        self.classic.sync_group(ticket, now, request, fx)
+        self.group_manager.sync_group(ticket, now, request, fx)
         return fx
 
     def heartbeat(self, ticket: int, now: int, request: HeartbeatRequest) -> Effects:
         fx = self.effects()
-        self.classic.heartbeat(ticket, now, request, fx)
+        self.group_manager.heartbeat(ticket, now, request, fx)
         return fx
 
     def leave_group(self, ticket: int, now: int, request: LeaveGroupRequest) -> Effects:
         fx = self.effects()
-        self.classic.leave_group(ticket, now, request, fx)
+        self.group_manager.leave_group(ticket, now, request, fx)
+        return fx
+
+    # ------------------------------------------------------------------ consumer protocol (KIP-848)
+
+    def consumer_group_heartbeat(self, ticket: int, now: int, request: ConsumerGroupHeartbeatRequest) -> Effects:
+        fx = self.effects()
+        self.consumer.heartbeat(ticket, now, request, fx)
+        return fx
+
+    def consumer_group_describe(self, ticket: int, now: int, request: ConsumerGroupDescribeRequest) -> Effects:
+        fx = self.effects()
+        fx.reply(ticket, self.group_manager.consumer_describe(request))
         return fx
 
     # ------------------------------------------------------------------ offsets
@@ -160,7 +182,14 @@ class GroupCoordinatorShard:
 
     def offset_fetch(self, ticket: int, now: int, request: OffsetFetchRequest) -> Effects:
         fx = self.effects()
-        fx.reply(ticket, self.offset_manager.fetch(request))
+        groups = []
+        for group in request.groups:
+            error = self.group_manager.validate_offset_fetch(group)
+            if error is not None:
+                groups.append(FetchedGroup(group.group_id, (), error))
+            else:
+                groups.append(self.offset_manager.fetch_group(group))
+        fx.reply(ticket, OffsetFetchResult(tuple(groups)))
         return fx
 
     def offset_delete(self, ticket: int, now: int, request: OffsetDeleteRequest) -> Effects:

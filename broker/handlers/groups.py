@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from broker.coordinator.api import BINDINGS
+from broker.coordinator.api import BINDINGS, CONSUMER_PROTOCOL_APIS
 from broker.coordinator.requests import ClientInfo
 from broker.group_service import GroupService
 from broker.slots import Slot
@@ -27,5 +27,8 @@ def register(router: Any, service: GroupService) -> None:
     def submit(request: Request, peer: str) -> Slot:
         return service.submit(request, client_info(request.header.client_id, peer))
 
+    consumer_protocol = "consumer" in service.coordinator.config.rebalance_protocols
     for api_key in BINDINGS:
+        if api_key in CONSUMER_PROTOCOL_APIS and not consumer_protocol:
+            continue
         router.register(api_key, submit)

@@ -60,7 +60,7 @@ class ClassicGroupManager(ClassicRebalancer):
         if not cfg.min_session_timeout_ms <= request.session_timeout_ms <= cfg.max_session_timeout_ms:
             fx.reply(ticket, join_error(E.INVALID_SESSION_TIMEOUT, member_id))
             return
-        group = self.groups.get(group_id)
+        group = self.classic_group(group_id)
         if group is None:
             if member_id:
                 fx.reply(ticket, join_error(E.UNKNOWN_MEMBER_ID, member_id))
@@ -205,7 +205,7 @@ class ClassicGroupManager(ClassicRebalancer):
         if not group_id:
             fx.reply(ticket, sync_reply(E.INVALID_GROUP_ID))
             return
-        group = self.groups.get(group_id)
+        group = self.classic_group(group_id)
         error = self._sync_error(group, request)
         if error is not None or group is None:
             fx.reply(ticket, sync_reply(error or E.UNKNOWN_MEMBER_ID))
@@ -263,7 +263,7 @@ class ClassicGroupManager(ClassicRebalancer):
     def _heartbeat(self, now: int, request: HeartbeatRequest) -> ErrorCode:
         if not request.group_id:
             return E.INVALID_GROUP_ID
-        group = self.groups.get(request.group_id)
+        group = self.classic_group(request.group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
         if group.state is S.DEAD:
@@ -287,7 +287,7 @@ class ClassicGroupManager(ClassicRebalancer):
         if not group_id:
             fx.reply(ticket, LeaveGroupResult(E.INVALID_GROUP_ID))
             return
-        group = self.groups.get(group_id)
+        group = self.classic_group(group_id)
         if group is None:
             fx.reply(ticket, LeaveGroupResult(E.NONE, tuple((m, E.UNKNOWN_MEMBER_ID) for m in request.members)))
             return
@@ -323,7 +323,7 @@ class ClassicGroupManager(ClassicRebalancer):
 
     def on_loaded(self, now: int, fx: Effects) -> None:
         """After replay: member session timers restart, groups over group.max.size rebalance."""
-        for group in list(self.groups.values()):
+        for group in [g for g in self.groups.values() if isinstance(g, ClassicGroup)]:
             for member in group.members.values():
                 self.touch(group, member, now)
             if group.size > self.config.max_size:

@@ -51,7 +51,7 @@ class ClassicRebalancer:
     def __init__(
         self,
         config: CoordinatorConfig,
-        groups: MutableMapping[str, ClassicGroup],
+        groups: MutableMapping[str, object],
         timers: Timers,
         new_id: Callable[[], str] | None = None,
         has_offsets: Callable[[str], bool] = lambda _group: False,
@@ -67,6 +67,11 @@ class ClassicRebalancer:
         timers.register(JOIN, TimerKind(self._join_current, self._on_join_deadline))
         timers.register(SYNC, TimerKind(self._sync_current, self._on_sync_deadline))
 
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
+        """The classic group of that id; groups of other types belong to their own managers."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
+
     # ------------------------------------------------------------------ records
 
     def persist(self, group: ClassicGroup, fx: Effects, assignments: dict[str, bytes] | None = None) -> None:
@@ -76,20 +81,20 @@ class ClassicRebalancer:
     # ------------------------------------------------------------------ timers
 
     def _heartbeat_current(self, deadline: int, group_id: str, member_id: str) -> bool:
-        group = self.groups.get(group_id)
+        group = self.classic_group(group_id)
         member = None if group is None else group.members.get(member_id)
         return member is not None and member.heartbeat_deadline == deadline
 
     def _pending_current(self, deadline: int, group_id: str, member_id: str) -> bool:
-        group = self.groups.get(group_id)
+        group = self.classic_group(group_id)
         return group is not None and group.pending_members.get(member_id) == deadline
 
     def _join_current(self, deadline: int, group_id: str, _member_id: str) -> bool:
-        group = self.groups.get(group_id)
+        group = self.classic_group(group_id)
         return group is not None and group.join_deadline == deadline and group.state is S.PREPARING_REBALANCE
 
     def _sync_current(self, deadline: int, group_id: str, _member_id: str) -> bool:
-        group = self.groups.get(group_id)
+        group = self.classic_group(group_id)
         return group is not None and group.sync_deadline == deadline
 
     def touch(self, group: ClassicGroup, member: ClassicMember, now: int, timeout_ms: int | None = None) -> None:
@@ -98,7 +103,8 @@ class ClassicRebalancer:
         self.timers.schedule(member.heartbeat_deadline, HEARTBEAT, group.group_id, member.member_id)
 
     def _on_heartbeat_expiry(self, group_id: str, member_id: str, now: int, fx: Effects) -> None:
-        group = self.groups[group_id]
+        group = self.classic_group(group_id)
+        assert group is not None
         member = group.members[member_id]
         # Members parked in JoinGroup or SyncGroup are alive, except brand-new members,
         # which the new-member join timeout covers instead.
@@ -108,7 +114,8 @@ class ClassicRebalancer:
         self._remove_member_and_update_group(group, member, now, fx)
 
     def _on_pending_expiry(self, group_id: str, member_id: str, now: int, fx: Effects) -> None:
-        group = self.groups[group_id]
+        group = self.classic_group(group_id)
+        assert group is not None
         del group.pending_members[member_id]
         log.info("pending member %s of group %s expired", member_id, group_id)
         if group.state is S.PREPARING_REBALANCE:
@@ -187,7 +194,8 @@ class ClassicRebalancer:
             self._complete_join(group, now, fx)
 
     def _on_join_deadline(self, group_id: str, _member_id: str, now: int, fx: Effects) -> None:
-        group = self.groups[group_id]
+        group = self.classic_group(group_id)
+        assert group is not None
         remaining = group.initial_delay_remaining
         if remaining is not None and group.new_member_added and remaining != 0:
             group.new_member_added = False
@@ -249,7 +257,8 @@ class ClassicRebalancer:
         self.timers.schedule(group.sync_deadline, SYNC, group.group_id)
 
     def _on_sync_deadline(self, group_id: str, _member_id: str, now: int, fx: Effects) -> None:
-        group = self.groups[group_id]
+        group = self.classic_group(group_id)
+        assert group is not None
         group.sync_deadline = None
         if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
             return
