@@ -69,7 +69,8 @@ def advertised(config: Config, host: str, port: int) -> tuple[str, int]:
 
 
 class StorageFailure(RuntimeError):
-    """The broker stopped because a write or fsync failed (the ERROR log line says which)."""
+    """The broker cannot go on with its logs: a write or fsync failed (the ERROR line says
+    which), or they could not be opened."""
 
 
 @contextmanager
@@ -389,8 +390,11 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_lis
             raise RuntimeError(f"cannot listen on {metrics_listen} for metrics: {exc.strerror or exc}") from None
         log.info("kcoord metrics on %s:%d", metrics_host, metrics_port)
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
-    server.groups = GroupService.open(config, data_dir)
-    server.catalog = TopicCatalog(data_dir, config)
+    try:
+        server.groups = GroupService.open(config, data_dir)
+        server.catalog = TopicCatalog(data_dir, config)
+    except OSError as exc:
+        raise StorageFailure(f"cannot open the logs in {data_dir}: {exc}") from exc
     async with trio.open_nursery() as nursery:
 
         async def watch_signals() -> None:

@@ -24,7 +24,10 @@ __all__ = ["Flushable", "Journal"]
 
 class Flushable(Protocol):
     def flush(self) -> None:
-        """fsync everything written so far (blocking)."""
+        """fsync everything written so far (blocking); ValueError once closed."""
+
+    @property
+    def closed(self) -> bool: ...
 
 
 class Journal:
@@ -69,7 +72,12 @@ class Journal:
                 self._dirty.clear()
             try:
                 for log in dirty:
-                    log.flush()
+                    try:
+                        log.flush()
+                    except ValueError:
+                        if not log.closed:
+                            raise
+                        # Closed since it was written (its topic was deleted): nothing to sync.
             except BaseException:
                 with self._lock:
                     for log in dirty:

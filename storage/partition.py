@@ -199,6 +199,10 @@ class PartitionLog:
         return self._segments[-1].next_offset
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def size_bytes(self) -> int:
         with self._lock:
             return sum(segment.size for segment in self._segments)

@@ -254,3 +254,15 @@ async def test_by_default_a_failed_fsync_propagates(disk: Disk) -> None:
             commit.appended()
             await trio.sleep_forever()
     assert info.group_contains(OSError, match="No space left")
+
+
+def test_a_log_closed_since_it_was_written_is_skipped_by_the_sync(tmp_path: Path) -> None:
+    """A topic deleted between its last produce and the next sync leaves nothing to fsync."""
+    journal = Journal()
+    kept, deleted = (PartitionLog.open(tmp_path / f"t-{p}", 1 << 20) for p in range(2))
+    for log in (kept, deleted):
+        log.append([(b"k", b"v")], 1)
+        journal.mark(log)
+    deleted.close()
+    assert journal.sync() == 2
+    kept.close()
