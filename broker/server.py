@@ -302,8 +302,6 @@ class Server:
         self.data.on_storage_failure = self.storage_failed
         catalog.on_storage_failure = self.storage_failed
         with trio.CancelScope() as self._stop_scope:
-            if self.failure is not None:  # failed while loading, before there was a scope
-                self._stop_scope.cancel()
             async with trio.open_nursery() as background:
                 await background.start(self.groups.run)
                 await background.start(self.data.run)
