@@ -5,6 +5,12 @@ router and queues the outcome; the writer sends outcomes in the order the reques
 so pipelining clients get their replies in order. A bad frame closes only its own
 connection. SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded by
 ``shutdown.grace.ms``) and returns.
+
+A failed write or fsync of the logs, ``topics.json`` or the producer-id block stops the
+broker at once (``Server.storage_failed``): one ERROR line names the file and the error,
+no further reply is sent, and ``serve`` raises ``StorageFailure`` (the command exits 1).
+Recovery at the next start decides what survived. Background storage work (compaction,
+retention, history pruning) runs in one ``storage.maintenance`` scheduler.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from broker.topics import TopicCatalog
 from protocol.codec import Request
 from protocol.errors import ProtocolError
 from protocol.frames import FrameDecoder
+from storage.fs import REAL_FS, FileSystem
+from storage.layout import lock_file
+from storage.maintenance import Maintenance
 
 log = logging.getLogger("kcoord.server")
 
@@ -60,11 +69,16 @@ def advertised(config: Config, host: str, port: int) -> tuple[str, int]:
     return host, port
 
 
+class StorageFailure(RuntimeError):
+    """The broker cannot go on with its logs: a write or fsync failed (the ERROR line says
+    which), or they could not be opened."""
+
+
 @contextmanager
 def lock_data_dir(data_dir: Path) -> Iterator[None]:
     """One broker per data directory: a second one would corrupt the log."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock_file(data_dir), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -138,8 +152,12 @@ class Connection:
                     await send.send(outcome)
 
     async def _write(self, receive: trio.MemoryReceiveChannel[bytes | Slot]) -> None:
-        """Send replies in request order; replies already ready go out in one send."""
-        finished = self.server.router.finished  # times (and logs) replies that waited
+        """Send replies in request order; replies already ready go out in one send.
+
+        Nothing more is sent once the server has stopped on a storage failure.
+        """
+        server = self.server
+        finished = server.router.finished  # times (and logs) replies that waited
         async with receive:
             async for item in receive:
                 ready: list[bytes] = []
@@ -147,6 +165,8 @@ class Connection:
                     if isinstance(item, Slot):
                         if not item.event.is_set():
                             if ready:  # flush what is ready before waiting on this one
+                                if server.failure is not None:
+                                    return
                                 payload = b"".join(ready)
                                 await self.stream.send_all(payload)
                                 self.server.bytes_out += len(payload)
@@ -162,6 +182,8 @@ class Connection:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 if ready:
+                    if server.failure is not None:
+                        return
                     payload = b"".join(ready) if len(ready) > 1 else ready[0]
                     await self.stream.send_all(payload)
                     self.server.bytes_out += len(payload)
@@ -170,11 +192,17 @@ class Connection:
 class Server:
     """Owns the listeners, the connections and the shutdown sequence."""
 
-    def __init__(self, config: Config, host: str, port: int, data_dir: Path) -> None:
+    def __init__(self, config: Config, host: str, port: int, data_dir: Path, fs: FileSystem = REAL_FS) -> None:
         self.config = config
         self.data_dir = data_dir
+        self.fs = fs
         self.groups: GroupService | None = None
         self.catalog: TopicCatalog | None = None
+        self.data: DataService | None = None
+        self.maintenance: Maintenance | None = None
+        #: Set when a write or fsync failed: ``(what was being done, the error)``.
+        self.failure: tuple[str, OSError] | None = None
+        self._stop_scope: trio.CancelScope | None = None
         self.host = host
         self.port = port
         self.connections: set[Connection] = set()
@@ -232,9 +260,9 @@ class Server:
             request_logging=self.request_logging,
         )
         if self.groups is None:
-            self.groups = GroupService.open(self.config, self.data_dir)
+            self.groups = GroupService.open(self.config, self.data_dir, self.fs)
         if self.catalog is None:
-            self.catalog = TopicCatalog(self.data_dir, self.config)
+            self.catalog = TopicCatalog(self.data_dir, self.config, self.fs)
         catalog = self.catalog
         ctx = self.router.ctx
         self.router.register(3, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
@@ -270,19 +298,51 @@ class Server:
                                 retention_check_ms=self.config["log.retention.check.interval.ms"],
                                 cleaner=self.groups.cleaner)
         data_service.register(self.router, self.data)
-        async with trio.open_nursery() as background:
-            await background.start(self.groups.run)
-            await background.start(self.data.run)
-            self.serving = True
-            log.info("kcoord listening on %s:%d (advertised %s:%d)",
-                     bound_host, bound_port, adv_host, adv_port)
-            await self._serve_connections(listeners, task_status)
+        self.maintenance = Maintenance(self.groups.maintenance_jobs() + self.data.maintenance_jobs())
+        self.groups.on_storage_failure = self.storage_failed
+        self.data.on_storage_failure = self.storage_failed
+        catalog.on_storage_failure = self.storage_failed
+        with trio.CancelScope() as self._stop_scope:
+            async with trio.open_nursery() as background:
+                await background.start(self.groups.run)
+                await background.start(self.data.run)
+                await background.start(self.maintenance.run)
+                self.serving = True
+                log.info("kcoord listening on %s:%d (advertised %s:%d)",
+                         bound_host, bound_port, adv_host, adv_port)
+                await self._serve_connections(listeners, task_status)
+                self.serving = False
+                await self.groups.close()
+                await trio.to_thread.run_sync(catalog.flush)
+                catalog.close()
+                background.cancel_scope.cancel()
+        if self.failure is not None:
             self.serving = False
-            await self.groups.close()
-            await trio.to_thread.run_sync(catalog.flush)
+            self.groups.log.close()  # closes files only: nothing more is written or fsynced
             catalog.close()
-            background.cancel_scope.cancel()
+            raise StorageFailure("stopped after a storage failure (see the error logged above)")
         log.info("kcoord stopped")
+
+    def storage_failed(self, what: str, error: OSError) -> None:
+        """A write or fsync failed: stop serving now, answer nothing more, let recovery judge.
+
+        Called synchronously from where the failure happened (a handler, the flusher), so
+        the code that called it must not release any reply afterwards; cancelling the
+        server's scope stops every other task at its next checkpoint, and the connection
+        writers check ``failure`` before each send.
+        """
+        if self.failure is not None:
+            return
+        self.failure = (what, error)
+        if self.groups is not None:
+            self.groups.stopped = True
+        if self.data is not None:
+            self.data.stopped = True
+        if self.catalog is not None:
+            self.catalog.stopped = True
+        log.error("storage failure, stopping the broker: %s failed: %s", what, error)
+        if self._stop_scope is not None:
+            self._stop_scope.cancel()
 
     async def _serve_connections(
         self, listeners: list[trio.SocketListener], task_status: trio.TaskStatus[tuple[str, int]]
@@ -329,8 +389,11 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_lis
             raise RuntimeError(f"cannot listen on {metrics_listen} for metrics: {exc.strerror or exc}") from None
         log.info("kcoord metrics on %s:%d", metrics_host, metrics_port)
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
-    server.groups = GroupService.open(config, data_dir)
-    server.catalog = TopicCatalog(data_dir, config)
+    try:
+        server.groups = GroupService.open(config, data_dir)
+        server.catalog = TopicCatalog(data_dir, config)
+    except OSError as exc:
+        raise StorageFailure(f"cannot open the logs in {data_dir}: {exc}") from exc
     async with trio.open_nursery() as nursery:
 
         async def watch_signals() -> None:
@@ -343,5 +406,12 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_lis
         nursery.start_soon(watch_signals)
         if metrics is not None:
             nursery.start_soon(metrics.serve)
-        await server.serve(listeners)
+        try:
+            await server.serve(listeners)
+        except StorageFailure as exc:
+            stopped: StorageFailure | None = exc
+        else:
+            stopped = None
         nursery.cancel_scope.cancel()
+    if stopped is not None:
+        raise stopped
