@@ -40,6 +40,11 @@ def commit_body(offset: int, partitions: list[int]) -> dict[str, Any]:
                  "committed_metadata": ""} for p in partitions]}]}
 
 
+class TwoPartitions:
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        return partition < 2
+
+
 def route(router: Router, api_key: int, version: int, body: dict[str, Any], correlation_id: int) -> Slot:
     outcome = router.route(encode_request(api_key, version, correlation_id, body, "test")[4:], "127.0.0.1:1")
     assert isinstance(outcome, Slot)
@@ -66,7 +71,8 @@ async def test_a_commit_not_durable_within_the_timeout_is_answered_request_timed
                      "group.initial.rebalance.delay.ms": 0})
     service = GroupService.open(config, tmp_path, fs)
     router = Router(BrokerContext(config=config, node_id=0, host="127.0.0.1", port=9092, cluster_id="c"))
-    groups.register(router, service, lambda topic, partition: partition < 2)  # partition 9 is unknown
+    service.coordinator.topics = TwoPartitions()  # partition 9 is unknown
+    groups.register(router, service)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
         fs.before("fsync", hold, path="__consumer_offsets-", times=None)
