@@ -33,8 +33,18 @@ from protocol.records import (
     peek_batch_header,
     rewrite_base_offset,
 )
-from storage import cleaner
-from storage.cleaner import CleanOutput, CleanPolicy, CleanResult
+from storage.cleaner import (
+    CleanOutput,
+    CleanPolicy,
+    CleanResult,
+    clean_segments,
+    commit_swap,
+    discard_swap,
+    discard_uncommitted,
+    finish_swap,
+    prepare_history,
+    recover_interrupted_clean,
+)
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import parse_segment_name
 from storage.segment import (
@@ -123,7 +133,7 @@ class PartitionLog:
         """Scan every segment, cut a torn tail, build the index; raise on real corruption."""
         fs = self.fs
         fs.make_dirs(self.directory)
-        swaps, removed = cleaner.recover_interrupted_clean(fs, self.directory, self.history_dir)
+        swaps, removed = recover_interrupted_clean(fs, self.directory, self.history_dir)
         found = sorted(
             (base, self.directory / name)
             for name in fs.listdir(self.directory)
@@ -381,11 +391,11 @@ class PartitionLog:
                 self._cleaner_retry = None
             sealed, active = self._cleaner_views()
             try:
-                history = cleaner.prepare_history(fs, directory, self.history_dir) if sealed else None
-                output = cleaner.clean_segments(fs, directory, sealed, active, policy)
+                history = prepare_history(fs, directory, self.history_dir) if sealed else None
+                output = clean_segments(fs, directory, sealed, active, policy)
             except BaseException:
                 # Whatever .cleaned files it could not remove go before the next clean.
-                self._cleaner_retry = functools.partial(cleaner.discard_uncommitted, fs, directory)
+                self._cleaner_retry = functools.partial(discard_uncommitted, fs, directory)
                 raise
             finally:
                 for view in [*sealed, active]:
@@ -401,9 +411,9 @@ class PartitionLog:
             with self._lock:
                 if self._closed:
                     raise ValueError(f"{directory}: log closed during a clean")
-            cleaner.commit_swap(fs, directory, output)
+            commit_swap(fs, directory, output)
         except BaseException:
-            undo = functools.partial(cleaner.discard_swap, fs, directory, output)
+            undo = functools.partial(discard_swap, fs, directory, output)
             try:
                 undo()
             except OSError:
@@ -413,9 +423,9 @@ class PartitionLog:
         if not self._install_cleaned(output):
             output.close()
         try:
-            cleaner.finish_swap(fs, directory, output, history)
+            finish_swap(fs, directory, output, history)
         except BaseException:
-            self._cleaner_retry = functools.partial(cleaner.finish_swap, fs, directory, output, history)
+            self._cleaner_retry = functools.partial(finish_swap, fs, directory, output, history)
             raise
         result = output.result
         log.info(
