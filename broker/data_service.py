@@ -17,9 +17,11 @@ from typing import Any
 
 import trio
 
+from broker.metrics import Family, counter, gauge
 from broker.producers import ProducerIds, ProducerStates
 from broker.slots import Slot
 from broker.topics import TopicCatalog
+from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
 from protocol.records import MAGIC, scan_batches, set_log_append_time
@@ -77,6 +79,19 @@ class DataService:
         self._failed("fsync of a topic partition", exc)
 
     # ---------------------------------------------------------------- maintenance
+
+    def metrics(self) -> list[Family]:
+        """Topics, partitions, and what Produce and Fetch moved."""
+        topics = list(self.catalog.topics.values())
+        return [
+            gauge("kcoord_topics", "Topics.", len(topics)),
+            gauge("kcoord_partitions", "Topic partitions.", sum(len(t.partitions) for t in topics)),
+            counter("kcoord_produced_records_total", "Records appended by Produce requests.", self.produced_records),
+            counter("kcoord_produced_bytes_total", "Record batch bytes appended by Produce requests.",
+                    self.produced_bytes),
+            counter("kcoord_fetched_bytes_total", "Record batch bytes returned by Fetch requests.",
+                    self.fetched_bytes),
+        ]
 
     def maintenance_jobs(self) -> list[Job]:
         """Topic retention and compaction, every ``log.retention.check.interval.ms``."""
@@ -358,9 +373,9 @@ class DataService:
 
 
 def register(router: Any, service: DataService) -> None:
-    router.register(0, lambda request, peer: service.produce(request))
-    router.register(1, lambda request, peer: service.fetch(request))
-    router.register(2, lambda request, peer: service.list_offsets(request))
-    router.register(22, lambda request, peer: service.init_producer_id(request))
+    router.register(ApiKey.PRODUCE, lambda request, peer: service.produce(request))
+    router.register(ApiKey.FETCH, lambda request, peer: service.fetch(request))
+    router.register(ApiKey.LIST_OFFSETS, lambda request, peer: service.list_offsets(request))
+    router.register(ApiKey.INIT_PRODUCER_ID, lambda request, peer: service.init_producer_id(request))
 
 

@@ -22,10 +22,11 @@ import trio
 
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
+from broker.coordinator.classic.state import ClassicGroupState
 from broker.coordinator.offsets import TopicsView
 from broker.coordinator.records import encode as encode_record
 from broker.coordinator.requests import ClientInfo
-from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Histogram
+from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.slots import Slot
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
@@ -43,6 +44,10 @@ OFFSET_COMMIT = 8
 
 #: Called when a write or fsync of the coordinator log fails: ``(what was being done, error)``.
 StorageFailure = Callable[[str, OSError], None]
+
+
+#: Every group state a group type can be in, so a scrape always shows each (0 when none).
+GROUP_STATES = tuple(state.wire_name for state in ClassicGroupState)
 
 
 def wall_clock_ms() -> int:
@@ -163,13 +168,26 @@ class GroupService:
         self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
         return slot
 
-    def respond_after(self, request: Request, body: dict[str, Any], fx: Effects) -> Slot:
-        """Answer ``request`` with ``body`` once ``fx``'s records (and all before) are durable."""
+    def respond_after(self, request: Request, body: dict[str, Any]) -> Slot:
+        """Answer ``request`` with ``body`` once every coordinator record written so far is durable.
+
+        For requests handled elsewhere whose effects reached the coordinator through a
+        listener hook (a topic deleted, a topic grown): their reply must not come before
+        what the coordinator recorded about them.
+        """
         header = request.header
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
         slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id, body)
-        self.apply(fx, (slot,))
+        self.apply(Effects(), (slot,))
         return slot
+
+    # ---------------------------------------------------------------- topic changes (TopicListener)
+
+    def on_partitions_added(self, topic: str, start_offsets: dict[int, int]) -> None:
+        self.apply(self.coordinator.on_partitions_added(topic, start_offsets, self.clock()))
+
+    def on_topic_deleted(self, topic: str) -> None:
+        self.apply(self.coordinator.on_topic_deleted(topic, self.clock()))
 
     def apply(self, fx: Effects, answered: tuple[Slot, ...] = ()) -> None:
         """Append the effects' records, then queue or release their replies (and ``answered``).
@@ -268,6 +286,64 @@ class GroupService:
             changed = result.bytes_after != result.bytes_before
             log.log(logging.INFO if changed else logging.DEBUG,
                     "cleaned __consumer_offsets-%d: %s", partition, result)
+
+    # ---------------------------------------------------------------- metrics
+
+    def metrics(self) -> list[Family]:
+        """Groups by state, members, rebalances, offsets, and the coordinator log."""
+        coordinator = self.coordinator
+        by_state: dict[str, int] = dict.fromkeys(GROUP_STATES, 0)
+        members = 0
+        for group in coordinator.groups.values():
+            state = group.state.wire_name
+            by_state[state] = by_state.get(state, 0) + 1
+            members += len(group.members)
+        groups = gauge("kcoord_groups", "Consumer groups by state.")
+        for state, count in by_state.items():
+            groups.add(count, state=state)
+        return [
+            groups,
+            gauge("kcoord_group_members", "Members of all groups.", members),
+            counter("kcoord_rebalances_total", "Group generation bumps (completed joins).",
+                    self.count_rebalances()),
+            counter("kcoord_offsets_committed_total", "Partition offsets stored by OffsetCommit requests.",
+                    self.offsets_committed),
+            counter("kcoord_offsets_expired_total", "Committed offsets removed by retention (KIP-211 expiry).",
+                    self.offsets_expired),
+            gauge("kcoord_offsets", "Committed offsets held (group, topic, partition).", coordinator.offsets.count()),
+            *self._log_metrics(),
+        ]
+
+    def _log_metrics(self) -> list[Family]:
+        log_ = self.log
+        size = segments = partitions = 0
+        for partition in range(log_.partitions):
+            plog = log_.partition_log(partition)
+            if plog is not None:
+                partitions += 1
+                size += plog.size_bytes
+                segments += len(plog.segments)
+        return [
+            gauge("kcoord_coordinator_log_bytes", "Size of the __consumer_offsets segment files.", size),
+            gauge("kcoord_coordinator_log_segments", "__consumer_offsets segment files.", segments),
+            gauge("kcoord_coordinator_log_partitions", "__consumer_offsets partitions written so far.", partitions),
+            counter("kcoord_coordinator_log_records_appended_total", "Records appended to __consumer_offsets.",
+                    self.records_appended),
+            counter("kcoord_coordinator_log_batches_appended_total",
+                    "Record batches appended to __consumer_offsets (one per group per request).",
+                    self.batches_appended),
+            counter("kcoord_coordinator_log_fsyncs_total",
+                    "fsync rounds of __consumer_offsets (each covers every partition written since the last).",
+                    self.fsync_seconds.count),
+            Family("kcoord_coordinator_log_fsync_duration_seconds", "histogram",
+                   "Duration of one fsync round of __consumer_offsets.").add_histogram(self.fsync_seconds),
+            counter("kcoord_coordinator_log_cleaner_runs_total", "Log cleaner passes over __consumer_offsets.",
+                    self.cleanings),
+            Family("kcoord_coordinator_log_cleaner_duration_seconds", "histogram",
+                   "Duration of one log cleaner pass over __consumer_offsets.").add_histogram(self.clean_seconds),
+            counter("kcoord_coordinator_log_cleaner_reclaimed_bytes_total",
+                    "Bytes of sealed __consumer_offsets segments removed by compaction.", self.bytes_reclaimed),
+        ]
 
     # ---------------------------------------------------------------- background tasks
 

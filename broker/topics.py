@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from protocol.errors import ErrorCode
 from storage.fs import REAL_FS, FileSystem
@@ -71,6 +71,18 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     return None
 
 
+class TopicListener(Protocol):
+    """Told of topic changes as they happen (Kafka's onPartitionsDeleted and its kin).
+
+    Called synchronously, before the request that made the change is answered, so whatever
+    the listener records can be made durable before the client hears of the change.
+    """
+
+    def on_partitions_added(self, topic: str, start_offsets: dict[int, int]) -> None: ...
+
+    def on_topic_deleted(self, topic: str) -> None: ...
+
+
 @dataclass
 class Topic:
     name: str
@@ -96,6 +108,7 @@ class TopicCatalog:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.on_storage_failure: Callable[[str, OSError], None] = _raise
         self.stopped = False  # a write failed: the catalogue changes nothing any more
+        self.listeners: list[TopicListener] = []
         self._load()
 
     @property
@@ -221,6 +234,8 @@ class TopicCatalog:
         except OSError as exc:
             self._failed(f"fsync of {self.data_dir}", exc)
         log.info("deleted topic %s", name)
+        for listener in self.listeners:
+            listener.on_topic_deleted(name)
         return topic
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> tuple[ErrorCode, str | None]:
@@ -247,6 +262,9 @@ class TopicCatalog:
         if not self._persist():
             return self._stopped_error()
         log.info("topic %s grew from %d to %d partitions", name, current, count)
+        starts = {index: topic.partitions[index].log_start_offset for index in range(current, count)}
+        for listener in self.listeners:
+            listener.on_partitions_added(name, starts)
         return ErrorCode.NONE, None
 
     def flush(self) -> None:
