@@ -110,7 +110,12 @@ SETTINGS: tuple[Setting, ...] = (
             _positive, "> 0"),
     Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the coordinator log.",
             _positive, "> 0"),
-    Setting("offsets.commit.timeout.ms", int, 5000, "How long a commit may wait to become durable.",
+    Setting("offsets.commit.timeout.ms", int, 5000,
+            "How long an OffsetCommit may wait for its records to be fsynced. Past it, each partition "
+            "the commit accepted is answered REQUEST_TIMED_OUT (as Kafka's GroupMetadataManager."
+            "storeOffsets; clients look the coordinator up again and retry) and one refused for its own "
+            "reason keeps its error; the records may still become durable later. Other coordinator "
+            "replies wait until they are durable (docs/storage.md).",
             _positive, "> 0"),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", _positive, "> 0"),
     Setting("auto.create.topics.enable", bool, True,

@@ -1,26 +1,34 @@
 """Produce, Fetch and ListOffsets over the topic partitions.
 
 Produce validates every batch (magic 2, CRC) before appending any, assigns offsets, and
-answers acks=1 after the write and acks=-1 after an fsync shared with other requests.
-Fetch reads whole batches from the requested offsets and long-polls (max_wait_ms,
-min_bytes) until data arrives. Fetch sessions are answered as "no session" (session id 0),
-which every client accepts by sending full fetch requests.
+answers acks=1 after the write and acks=-1 after an fsync shared with other requests
+(``storage.group_commit``). A failed write or fsync stops the broker
+(``on_storage_failure``). Fetch reads whole batches from the requested offsets and
+long-polls (max_wait_ms, min_bytes) until data arrives. Fetch sessions are answered as
+"no session" (session id 0), which every client accepts by sending full fetch requests.
+Retention and compaction of topics are maintenance jobs (``maintenance_jobs``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
+from broker.metrics import Family, counter, gauge
 from broker.producers import ProducerIds, ProducerStates
 from broker.slots import Slot
 from broker.topics import TopicCatalog
+from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
 from protocol.records import MAGIC, scan_batches, set_log_append_time
+from storage.cleaner import CleanResult
+from storage.group_commit import GroupCommit
+from storage.journal import Journal
+from storage.maintenance import Job
 from storage.partition import PartitionLog
 
 log = logging.getLogger("kcoord.data")
@@ -28,6 +36,11 @@ log = logging.getLogger("kcoord.data")
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+
+
+def _raise(what: str, error: OSError) -> None:
+    log.error("%s failed: %s", what, error)
+    raise error
 
 
 class DataService:
@@ -38,15 +51,15 @@ class DataService:
         self.catalog = catalog
         self.clock_ms = clock_ms
         self.durable = durable
+        self.on_storage_failure: Callable[[str, OSError], None] = _raise
+        self.stopped = False  # a write or fsync failed: nothing more is answered
         self._arrived = trio.Event()
-        self._dirty: set[PartitionLog] = set()
-        self._waiting: deque[tuple[int, Slot]] = deque()
-        self._appended_seq = 0
-        self._durable_seq = 0
-        self._flush_needed = trio.Event()
+        self._journal = Journal()
+        self.commit = GroupCommit(self._journal, durable=durable, on_failure=self._sync_failed,
+                                  name="topic partitions")
         self._nursery: trio.Nursery | None = None
         self._producers: dict[PartitionLog, ProducerStates] = {}
-        self.producer_ids = ProducerIds(catalog.data_dir)
+        self.producer_ids = ProducerIds(catalog.data_dir, catalog.fs)
         # Metrics (read by broker.metrics at scrape time).
         self.produced_records = 0
         self.produced_bytes = 0
@@ -55,48 +68,68 @@ class DataService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            nursery.start_soon(self._flusher)
-            nursery.start_soon(self._retention_loop)
+            await nursery.start(self.commit.run)
             task_status.started()
 
-    async def _retention_loop(self) -> None:
-        """Kafka's log.retention.check.interval.ms task for topics with the delete policy."""
+    def _failed(self, what: str, exc: OSError) -> None:
+        self.stopped = True
+        self.on_storage_failure(what, exc)
+
+    def _sync_failed(self, exc: OSError) -> None:
+        self._failed("fsync of a topic partition", exc)
+
+    # ---------------------------------------------------------------- maintenance
+
+    def metrics(self) -> list[Family]:
+        """Topics, partitions, and what Produce and Fetch moved."""
+        topics = list(self.catalog.topics.values())
+        return [
+            gauge("kcoord_topics", "Topics.", len(topics)),
+            gauge("kcoord_partitions", "Topic partitions.", sum(len(t.partitions) for t in topics)),
+            counter("kcoord_produced_records_total", "Records appended by Produce requests.", self.produced_records),
+            counter("kcoord_produced_bytes_total", "Record batch bytes appended by Produce requests.",
+                    self.produced_bytes),
+            counter("kcoord_fetched_bytes_total", "Record batch bytes returned by Fetch requests.",
+                    self.fetched_bytes),
+        ]
+
+    def maintenance_jobs(self) -> list[Job]:
+        """Topic retention and compaction, every ``log.retention.check.interval.ms``."""
         interval = self.retention_check_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            try:
-                await trio.to_thread.run_sync(self.enforce_retention, self.clock_ms())
-            except Exception:
-                log.exception("retention check failed; will retry")
+        jobs = [Job("retention of topics", interval, lambda: self.enforce_retention(self.clock_ms()))]
+        if self.cleaner is not None:
+            jobs.append(Job("compaction of topics", interval, lambda: self.compact_topics(self.clock_ms())))
+        return jobs
+
+    def _partitions_with(self, policy: str) -> list[tuple[Any, PartitionLog]]:
+        return [
+            (topic, partition)
+            for topic in list(self.catalog.topics.values())
+            if policy in topic.config("cleanup.policy").split(",")
+            for partition in list(topic.partitions)
+        ]
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Apply each topic's cleanup.policy: delete (retention.ms / retention.bytes) and/or
-        compact (the same cleaner as the coordinator log). Returns segments deleted."""
+        """cleanup.policy=delete: drop segments past retention.ms / retention.bytes; returns how many."""
         deleted = 0
-        for topic in list(self.catalog.topics.values()):
-            policies = topic.config("cleanup.policy").split(",")
-            for partition in list(topic.partitions):
-                if "compact" in policies and self.cleaner is not None \
-                        and partition.dirty_ratio() >= self.cleaner["min_dirty_ratio"]:
-                    result = partition.compact(now_ms, self.cleaner["delete_retention_ms"])
-                    if result.bytes_after != result.bytes_before:
-                        log.info("compacted %s: %s", partition.directory.name, result)
-                if "delete" in policies:
-                    deleted += partition.enforce_retention(
-                        now_ms, int(topic.config("retention.ms")), int(topic.config("retention.bytes")))
+        for topic, partition in self._partitions_with("delete"):
+            deleted += partition.enforce_retention(
+                now_ms, int(topic.config("retention.ms")), int(topic.config("retention.bytes")))
         return deleted
 
-    async def _flusher(self) -> None:
-        while True:
-            await self._flush_needed.wait()
-            self._flush_needed = trio.Event()
-            target = self._appended_seq
-            dirty, self._dirty = self._dirty, set()
-            if self.durable:
-                await trio.to_thread.run_sync(_flush_all, dirty)
-            self._durable_seq = target
-            while self._waiting and self._waiting[0][0] <= target:
-                self._waiting.popleft()[1].event.set()
+    def compact_topics(self, now_ms: int) -> dict[str, CleanResult]:
+        """cleanup.policy=compact: the coordinator log's cleaner, per partition worth cleaning."""
+        if self.cleaner is None:
+            return {}
+        results: dict[str, CleanResult] = {}
+        for _, partition in self._partitions_with("compact"):
+            if partition.dirty_ratio() < self.cleaner["min_dirty_ratio"]:
+                continue
+            result = partition.compact(now_ms, self.cleaner["delete_retention_ms"])
+            results[partition.directory.name] = result
+            if result.bytes_after != result.bytes_before:
+                log.info("compacted %s: %s", partition.directory.name, result)
+        return results
 
     # ---------------------------------------------------------------- Produce
 
@@ -111,14 +144,15 @@ class DataService:
         for topic in body.topic_data:
             for part in topic.partition_data:
                 results[(topic.name, part.index)] = self._append(topic.name, part.index, part.records, now)
+                if self.stopped:
+                    return None
         if body.acks == 0:
             return None
         reply = self._produce_reply(body, lambda t, p: results[(t, p)])
         if body.acks == -1 and self.durable and any(r[1] >= 0 for r in results.values()):
             slot = Slot(header.api_key, header.api_version, header.correlation_id)
             slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id, reply)
-            self._waiting.append((self._appended_seq, slot))
-            self._flush_needed.set()
+            self.commit.reply_when_durable(self._journal.written_seq, slot)
             return slot
         return reply
 
@@ -153,7 +187,11 @@ class DataService:
             raw = records[pos : pos + 12 + header.batch_length]
             if append_time:
                 raw = set_log_append_time(raw, now)
-            base, _ = partition.append_batch(bytes(raw))
+            try:
+                base, _ = partition.append_batch(bytes(raw))
+            except OSError as exc:
+                self._failed(f"appending to {partition.directory}", exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, None
             self.produced_records += header.records_count
             self.produced_bytes += len(raw)
             if header.producer_id >= 0:
@@ -161,8 +199,8 @@ class DataService:
                               header.last_offset_delta + 1, base)
             if first < 0:
                 first = base
-        self._dirty.add(partition)
-        self._appended_seq += 1
+        self._journal.mark(partition)
+        self.commit.appended()
         self._arrived.set()
         self._arrived = trio.Event()
         return ErrorCode.NONE, first, now if append_time else -1, None
@@ -193,7 +231,7 @@ class DataService:
                                   batch.last_offset_delta + 1, batch.base_offset)
         return states
 
-    def init_producer_id(self, request: Request) -> dict[str, Any]:
+    def init_producer_id(self, request: Request) -> dict[str, Any] | None:
         body = request.body
         if body.transactional_id is not None:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
@@ -204,8 +242,12 @@ class DataService:
             # KIP-360: an idempotent producer bumps its own epoch to reset sequences.
             return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id,
                     "producer_epoch": epoch + 1}
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self.producer_ids.allocate(),
-                "producer_epoch": 0}
+        try:
+            producer_id = self.producer_ids.allocate()
+        except OSError as exc:
+            self._failed(f"writing {self.producer_ids.path}", exc)
+            return None
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
 
     # ---------------------------------------------------------------- Fetch
 
@@ -330,15 +372,10 @@ class DataService:
         return int(batch.last_offset)
 
 
-def _flush_all(partitions: set[PartitionLog]) -> None:
-    for partition in partitions:
-        partition.flush()
-
-
 def register(router: Any, service: DataService) -> None:
-    router.register(0, lambda request, peer: service.produce(request))
-    router.register(1, lambda request, peer: service.fetch(request))
-    router.register(2, lambda request, peer: service.list_offsets(request))
-    router.register(22, lambda request, peer: service.init_producer_id(request))
+    router.register(ApiKey.PRODUCE, lambda request, peer: service.produce(request))
+    router.register(ApiKey.FETCH, lambda request, peer: service.fetch(request))
+    router.register(ApiKey.LIST_OFFSETS, lambda request, peer: service.list_offsets(request))
+    router.register(ApiKey.INIT_PRODUCER_ID, lambda request, peer: service.init_producer_id(request))
 
 

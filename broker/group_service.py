@@ -3,36 +3,79 @@
 For every request: call the coordinator with a ticket and the current time, append the
 records it returns (one batch per group), and release each reply only once every record
 written before it is durable (invariant: no response reveals state that is not yet
-durable). fsyncs are shared: while one runs, new appends wait for the next (group
-commit). A timer task calls ``on_time`` at the coordinator's next deadline.
+durable). The waiting and the shared fsyncs are ``storage.group_commit``; an OffsetCommit
+still not durable after ``offsets.commit.timeout.ms`` is answered REQUEST_TIMED_OUT. A
+failed append or fsync stops the broker (``on_storage_failure``). A timer task calls
+``on_time`` at the coordinator's next deadline, and an expiry task removes old offsets;
+compaction and history pruning are maintenance jobs (``maintenance_jobs``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
-from broker.coordinator.offsets import TopicsView
+from broker.coordinator.classic.state import ClassicGroupState
+from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode as encode_record
 from broker.coordinator.requests import ClientInfo
-from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Histogram
+from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.slots import Slot
 from protocol.codec import Request, encode_response
+from protocol.errors import ErrorCode
+from storage.cleaner import CleanResult
 from storage.coordinator_log import CoordinatorLog
+from storage.fs import REAL_FS, FileSystem
+from storage.group_commit import GroupCommit
 from storage.history import history_dir_for, prune_history
+from storage.layout import COORDINATOR_TOPIC
+from storage.maintenance import Job
 
 log = logging.getLogger("kcoord.groups")
+
+OFFSET_COMMIT = 8
+
+#: Called when a write or fsync of the coordinator log fails: ``(what was being done, error)``.
+StorageFailure = Callable[[str, OSError], None]
+
+
+#: Every group state a group type can be in, so a scrape always shows each (0 when none).
+GROUP_STATES = tuple(state.wire_name for state in ClassicGroupState)
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+def raise_storage_failure(what: str, error: OSError) -> None:
+    """The default outside a server: log the failure and let the error propagate."""
+    log.error("%s failed: %s", what, error)
+    raise error
+
+
+def commit_timed_out(slot: Slot, body: dict[str, Any]) -> bytes:
+    """The OffsetCommit reply once ``offsets.commit.timeout.ms`` passed without durability.
+
+    As Kafka's GroupMetadataManager.storeOffsets: every partition the commit accepted gets
+    REQUEST_TIMED_OUT (retriable: clients look the coordinator up again and retry), and a
+    partition refused for its own reason keeps that error.
+    """
+    timed_out = int(ErrorCode.REQUEST_TIMED_OUT)
+    topics = [
+        {**topic, "partitions": [
+            {**part, "error_code": timed_out} if part["error_code"] == 0 else part
+            for part in topic["partitions"]
+        ]}
+        for topic in body["topics"]
+    ]
+    return encode_response(slot.api_key, slot.version, slot.correlation_id, {**body, "topics": topics})
 
 
 class GroupService:
@@ -44,35 +87,45 @@ class GroupService:
         clock: Callable[[], int] = wall_clock_ms,
         expiry_interval_ms: int = 600_000,
         cleaner: dict[str, Any] | None = None,
+        commit_timeout_ms: int | None = None,
+        history_retention_ms: int = -1,
+        history_check_ms: int = 15_000,
     ) -> None:
         self.expiry_interval_ms = expiry_interval_ms
         self.cleaner = cleaner  # None: compaction off
+        self.history_retention_ms = history_retention_ms
+        self.history_check_ms = history_check_ms
         self.cleanings = 0
         self.coordinator = coordinator
         self.log = coordinator_log
         self.durable = durable
         self.clock = clock
+        self.on_storage_failure: StorageFailure = raise_storage_failure
+        self.stopped = False  # a write or fsync failed: nothing more is appended or answered
         self._tickets: dict[int, tuple[Slot, Binding]] = {}
         self._next_ticket = 0
-        self._waiting: deque[tuple[int, Slot]] = deque()  # (needed written_seq, slot)
-        self._flush_needed = trio.Event()
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
-        self.flushes = 0
         # Metrics (read by broker.metrics at scrape time).
         self.records_appended = 0
         self.batches_appended = 0
         self.fsync_seconds = Histogram(FSYNC_BUCKETS)
         self.clean_seconds = Histogram(CLEAN_BUCKETS)
         self.bytes_reclaimed = 0
+        self.commit = GroupCommit(
+            coordinator_log, durable=durable,
+            timeout=commit_timeout_ms / 1000 if commit_timeout_ms is not None else None,
+            on_failure=self._sync_failed, fsync_seconds=self.fsync_seconds, name=COORDINATOR_TOPIC,
+        )
 
     @classmethod
-    def open(cls, config: Any, data_dir: Any, topics: TopicsView | None = None) -> GroupService:
+    def open(cls, config: Any, data_dir: Path, fs: FileSystem = REAL_FS,
+             topics: MetadataImage | None = None) -> GroupService:
         """Open the log, replay it into a fresh coordinator, and finish loading."""
         history_retention_ms = config["log.history.retention.ms"]
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
-            history_dir=history_dir_for(data_dir, history_retention_ms),
+            history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,
         )
         coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics)
         started = time.monotonic()
@@ -86,10 +139,11 @@ class GroupService:
                 "backoff_ms": config["log.cleaner.backoff.ms"],
                 "delete_retention_ms": config["delete.retention.ms"],
                 "min_dirty_ratio": config["log.cleaner.min.cleanable.ratio"],
-                "history_retention_ms": history_retention_ms,
             }
         service = cls(coordinator, coordinator_log, durable=config["log.flush.policy"] == "durable",
-                      expiry_interval_ms=config["offsets.retention.check.interval.ms"], cleaner=cleaner)
+                      expiry_interval_ms=config["offsets.retention.check.interval.ms"], cleaner=cleaner,
+                      commit_timeout_ms=config["offsets.commit.timeout.ms"],
+                      history_retention_ms=history_retention_ms, history_check_ms=config["log.cleaner.backoff.ms"])
         service.apply(coordinator.finish_load(service.clock()))
         log.info("loaded %d coordinator records: %d groups in %.2fs", count, len(coordinator.groups),
                  time.monotonic() - started)
@@ -114,46 +168,72 @@ class GroupService:
         self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
         return slot
 
-    def respond_after(self, request: Request, body: dict[str, Any], fx: Effects) -> Slot:
-        """Answer ``request`` with ``body`` once ``fx``'s records (and all before) are durable."""
+    def respond_after(self, request: Request, body: dict[str, Any]) -> Slot:
+        """Answer ``request`` with ``body`` once every coordinator record written so far is durable.
+
+        For requests handled elsewhere whose effects reached the coordinator through a
+        listener hook (a topic deleted, a topic grown): their reply must not come before
+        what the coordinator recorded about them.
+        """
         header = request.header
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
         slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id, body)
-        self.apply(fx, (slot,))
+        self.apply(Effects(), (slot,))
         return slot
 
+    # ---------------------------------------------------------------- topic changes (TopicListener)
+
+    def on_partitions_added(self, topic: str, start_offsets: dict[int, int]) -> None:
+        self.apply(self.coordinator.on_partitions_added(topic, start_offsets, self.clock()))
+
+    def on_topic_deleted(self, topic: str) -> None:
+        self.apply(self.coordinator.on_topic_deleted(topic, self.clock()))
+
     def apply(self, fx: Effects, answered: tuple[Slot, ...] = ()) -> None:
-        """Append the effects' records, then queue or release their replies (and ``answered``)."""
+        """Append the effects' records, then queue or release their replies (and ``answered``).
+
+        If an append fails the broker stops (``on_storage_failure``) and none of these
+        replies is released: the coordinator's memory is ahead of its log now.
+        """
+        if self.stopped:
+            return
         if fx.records:
             now = self.clock()
-            for group_id, records in fx.records.items():
-                self.log.append(group_id, [encode_record(r) for r in records], now)
-                self.records_appended += len(records)
+            log_ = self.log
+            try:
+                for group_id, records in fx.records.items():
+                    log_.append(group_id, [encode_record(r) for r in records], now)
+                    self.records_appended += len(records)
+            except OSError as exc:
+                self.stopped = True
+                self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
+                return
             self.batches_appended += len(fx.records)
-            self._flush_needed.set()
+            self.commit.appended()
         needed = self.log.written_seq
-        ready = needed <= self.log.durable_seq or not self.durable
+        commit = self.commit
         for ticket, result in fx.replies:
             entry = self._tickets.pop(ticket, None)
             if entry is None:
                 continue
             slot, binding = entry
-            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id,
-                                         binding.encode(slot.version, result))
-            self._release(slot, needed, ready)
+            body = binding.encode(slot.version, result)
+            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, body)
+            if slot.api_key == OFFSET_COMMIT:
+                commit.reply_when_durable(needed, slot, commit_timed_out, body)
+            else:
+                commit.reply_when_durable(needed, slot)
         for slot in answered:
-            self._release(slot, needed, ready)
+            commit.reply_when_durable(needed, slot)
         # Wake the timer task only if the earliest deadline moved earlier than what it
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
 
-    def _release(self, slot: Slot, needed: int, ready: bool) -> None:
-        if ready:
-            slot.event.set()
-        else:
-            self._waiting.append((needed, slot))
+    def _sync_failed(self, exc: OSError) -> None:
+        self.stopped = True
+        self.on_storage_failure(f"fsync of {COORDINATOR_TOPIC}", exc)
 
     @property
     def offsets_committed(self) -> int:
@@ -163,79 +243,122 @@ class GroupService:
     def offsets_expired(self) -> int:
         return self.coordinator.offsets_expired
 
+    @property
+    def flushes(self) -> int:
+        """fsync rounds of the coordinator log."""
+        return self.commit.syncs
+
     def count_rebalances(self) -> int:
         """Generation bumps since start-up (completed joins)."""
         return self.coordinator.rebalances
+
+    # ---------------------------------------------------------------- maintenance
+
+    def maintenance_jobs(self) -> list[Job]:
+        """Compaction of ``__consumer_offsets`` and history pruning, for ``storage.maintenance``.
+
+        Both run every ``log.cleaner.backoff.ms``; compaction only with ``log.cleaner.enable``.
+        """
+        jobs: list[Job] = []
+        if self.cleaner is not None:
+            cleaner = self.cleaner
+            jobs.append(Job(
+                "compaction of __consumer_offsets", cleaner["backoff_ms"] / 1000,
+                lambda: self.log.compact_all(self.clock(), cleaner["delete_retention_ms"],
+                                             min_dirty_ratio=cleaner["min_dirty_ratio"]),
+                self._cleaned,
+            ))
+        history = self.log.history_dir
+        if history is not None:
+            retention = self.history_retention_ms
+            jobs.append(Job(
+                "pruning of the coordinator-log history", self.history_check_ms / 1000,
+                lambda: prune_history(history, self.clock(), retention, self.log.fs),
+            ))
+        return jobs
+
+    def _cleaned(self, results: dict[int, CleanResult], seconds: float) -> None:
+        """Replay keeps only the latest record per key, so a compacted log loads the same state."""
+        self.cleanings += 1
+        self.clean_seconds.observe(seconds)
+        self.bytes_reclaimed += sum(max(0, r.bytes_before - r.bytes_after) for r in results.values())
+        for partition, result in results.items():
+            changed = result.bytes_after != result.bytes_before
+            log.log(logging.INFO if changed else logging.DEBUG,
+                    "cleaned __consumer_offsets-%d: %s", partition, result)
+
+    # ---------------------------------------------------------------- metrics
+
+    def metrics(self) -> list[Family]:
+        """Groups by state, members, rebalances, offsets, and the coordinator log."""
+        coordinator = self.coordinator
+        by_state: dict[str, int] = dict.fromkeys(GROUP_STATES, 0)
+        members = 0
+        for group in coordinator.groups.values():
+            state = group.state.wire_name
+            by_state[state] = by_state.get(state, 0) + 1
+            members += len(group.members)
+        groups = gauge("kcoord_groups", "Consumer groups by state.")
+        for state, count in by_state.items():
+            groups.add(count, state=state)
+        return [
+            groups,
+            gauge("kcoord_group_members", "Members of all groups.", members),
+            counter("kcoord_rebalances_total", "Group generation bumps (completed joins).",
+                    self.count_rebalances()),
+            counter("kcoord_offsets_committed_total", "Partition offsets stored by OffsetCommit requests.",
+                    self.offsets_committed),
+            counter("kcoord_offsets_expired_total", "Committed offsets removed by retention (KIP-211 expiry).",
+                    self.offsets_expired),
+            gauge("kcoord_offsets", "Committed offsets held (group, topic, partition).", coordinator.offsets.count()),
+            *self._log_metrics(),
+        ]
+
+    def _log_metrics(self) -> list[Family]:
+        log_ = self.log
+        size = segments = partitions = 0
+        for partition in range(log_.partitions):
+            plog = log_.partition_log(partition)
+            if plog is not None:
+                partitions += 1
+                size += plog.size_bytes
+                segments += len(plog.segments)
+        return [
+            gauge("kcoord_coordinator_log_bytes", "Size of the __consumer_offsets segment files.", size),
+            gauge("kcoord_coordinator_log_segments", "__consumer_offsets segment files.", segments),
+            gauge("kcoord_coordinator_log_partitions", "__consumer_offsets partitions written so far.", partitions),
+            counter("kcoord_coordinator_log_records_appended_total", "Records appended to __consumer_offsets.",
+                    self.records_appended),
+            counter("kcoord_coordinator_log_batches_appended_total",
+                    "Record batches appended to __consumer_offsets (one per group per request).",
+                    self.batches_appended),
+            counter("kcoord_coordinator_log_fsyncs_total",
+                    "fsync rounds of __consumer_offsets (each covers every partition written since the last).",
+                    self.fsync_seconds.count),
+            Family("kcoord_coordinator_log_fsync_duration_seconds", "histogram",
+                   "Duration of one fsync round of __consumer_offsets.").add_histogram(self.fsync_seconds),
+            counter("kcoord_coordinator_log_cleaner_runs_total", "Log cleaner passes over __consumer_offsets.",
+                    self.cleanings),
+            Family("kcoord_coordinator_log_cleaner_duration_seconds", "histogram",
+                   "Duration of one log cleaner pass over __consumer_offsets.").add_histogram(self.clean_seconds),
+            counter("kcoord_coordinator_log_cleaner_reclaimed_bytes_total",
+                    "Bytes of sealed __consumer_offsets segments removed by compaction.", self.bytes_reclaimed),
+        ]
 
     # ---------------------------------------------------------------- background tasks
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._flusher)
+            await nursery.start(self.commit.run)
             nursery.start_soon(self._timer_loop)
             nursery.start_soon(self._expiry_loop)
-            if self.cleaner is not None:
-                nursery.start_soon(self._cleaner_loop)
             task_status.started()
-
-    async def _cleaner_loop(self) -> None:
-        """Compact sealed coordinator-log segments off the event loop, one clean at a time.
-
-        Replay keeps only the latest record per key, so a compacted log loads the same state.
-        """
-        assert self.cleaner is not None
-        while True:
-            await trio.sleep(self.cleaner["backoff_ms"] / 1000)
-            started = time.perf_counter()
-            try:
-                results = await trio.to_thread.run_sync(
-                    lambda: self.log.compact_all(
-                        self.clock(), self.cleaner["delete_retention_ms"],  # type: ignore[index]
-                        min_dirty_ratio=self.cleaner["min_dirty_ratio"],  # type: ignore[index]
-                    )
-                )
-            except Exception:
-                log.exception("coordinator log cleaning failed; will retry")
-                continue
-            self.cleanings += 1
-            self.clean_seconds.observe(time.perf_counter() - started)
-            self.bytes_reclaimed += sum(max(0, r.bytes_before - r.bytes_after) for r in results.values())
-            for partition, result in results.items():
-                changed = result.bytes_after != result.bytes_before
-                log.log(logging.INFO if changed else logging.DEBUG,
-                        "cleaned __consumer_offsets-%d: %s", partition, result)
-            history = self.log.history_dir
-            if history is not None:
-                retention = self.cleaner["history_retention_ms"]
-                try:
-                    await trio.to_thread.run_sync(prune_history, history, self.clock(), retention)
-                except OSError:
-                    log.exception("pruning the coordinator-log history failed; will retry")
 
     async def _expiry_loop(self) -> None:
         """Kafka's offsets.retention.check.interval.ms cleanup task."""
         while True:
             await trio.sleep(self.expiry_interval_ms / 1000)
             self.apply(self.coordinator.expire_offsets(self.clock()))
-
-    async def _flusher(self) -> None:
-        while True:
-            await self._flush_needed.wait()
-            self._flush_needed = trio.Event()
-            if self.durable:
-                durable, seconds = await trio.to_thread.run_sync(self._timed_sync)
-                self.fsync_seconds.observe(seconds)
-            else:
-                durable = self.log.written_seq
-            self.flushes += 1
-            waiting = self._waiting
-            while waiting and waiting[0][0] <= durable:
-                waiting.popleft()[1].event.set()
-
-    def _timed_sync(self) -> tuple[int, float]:
-        started = time.perf_counter()
-        durable = self.log.sync()
-        return durable, time.perf_counter() - started
 
     async def _timer_loop(self) -> None:
         while True:
@@ -256,5 +379,5 @@ class GroupService:
     async def close(self) -> None:
         """Make everything durable and close the log (after connections have drained)."""
         if self.durable:
-            await trio.to_thread.run_sync(self.log.sync)
+            await self.commit.sync_now()
         self.log.close()

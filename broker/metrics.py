@@ -11,9 +11,10 @@ Three kinds of number feed a scrape:
 Per-request counters are resolved once per API: ``ApiStats`` holds a list indexed by
 version, so counting a request is one list-item increment with no label tuple built.
 
-``collect`` turns a running ``Server`` into ``Family`` objects and ``render`` writes them in
-the Prometheus text exposition format 0.0.4. Both are sans-IO; ``broker.metrics_http`` is
-the HTTP shell around them.
+Each service exposes its own collector (``metrics()``, returning ``Family`` objects about
+itself); the composition root lists them, and ``render`` writes what they return in the
+Prometheus text exposition format 0.0.4. This module knows no service. Both are sans-IO;
+``broker.metrics_http`` is the HTTP shell around them.
 """
 
 from __future__ import annotations
@@ -24,12 +25,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from broker.coordinator.classic.state import ClassicGroupState as GroupState
-
-if TYPE_CHECKING:
-    from broker.server import Server
+from typing import Any, Protocol
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -172,7 +168,20 @@ def render(families: Iterable[Family]) -> str:
     return "\n".join(lines)
 
 
-# --- what a kcoord broker exposes ------------------------------------------------------
+# --- helpers for the services' collectors ------------------------------------------------
+
+
+class Collector(Protocol):
+    """A service's metrics: read from its live state when /metrics is scraped."""
+
+    def __call__(self) -> list[Family]: ...
+
+
+def collect(collectors: Iterable[Collector]) -> list[Family]:
+    families: list[Family] = []
+    for collector in collectors:
+        families.extend(collector())
+    return families
 
 
 def counter(name: str, help: str, value: float | None = None) -> Family:
@@ -193,122 +202,3 @@ def kcoord_version() -> str:
         return version("kcoord")
     except PackageNotFoundError:
         return "0+unknown"
-
-
-def collect(server: Server) -> list[Family]:
-    """Every kcoord metric, read from the live server. Services not started yet are skipped."""
-    families: list[Family] = [
-        gauge("kcoord_build_info", "Always 1; the version label says which kcoord is running.")
-        .add(1, version=kcoord_version()),
-        gauge("kcoord_start_time_seconds", "When the broker process started (Unix time).", server.started_at),
-        gauge("kcoord_serving", "1 while the broker accepts Kafka connections, else 0.",
-              int(server.serving and not server.draining)),
-    ]
-    families += _connection_families(server)
-    router = getattr(server, "router", None)
-    if router is not None:
-        families += _request_families(router)
-    if server.groups is not None:
-        families += _group_families(server.groups)
-        families += _coordinator_log_families(server.groups)
-    data = getattr(server, "data", None)
-    if data is not None and server.catalog is not None:
-        families += _data_families(data, server.catalog)
-    return families
-
-
-def _connection_families(server: Server) -> list[Family]:
-    return [
-        gauge("kcoord_connections", "Kafka client connections open now.", len(server.connections)),
-        counter("kcoord_connections_accepted_total", "Kafka client connections accepted.",
-                server.connections_accepted),
-        counter("kcoord_connections_closed_total", "Kafka client connections that ended, for any reason.",
-                server.connections_closed),
-        counter("kcoord_received_bytes_total", "Bytes read from Kafka client connections.", server.bytes_in),
-        counter("kcoord_sent_bytes_total", "Bytes written to Kafka client connections.", server.bytes_out),
-    ]
-
-
-def _request_families(router: Any) -> list[Family]:
-    requests = counter("kcoord_requests_total", "Requests decoded, by API and version.")
-    latency = Family("kcoord_request_duration_seconds", "histogram",
-                     "Time from a request being decoded to its reply being ready to send, "
-                     "durable wait included.")
-    for stats in sorted(router.api_stats.values(), key=lambda s: s.api_key):
-        for api_version, count in enumerate(stats.requests):
-            if count:
-                requests.add(count, api=stats.name, version=api_version)
-        if stats.latency.count:
-            latency.add_histogram(stats.latency, api=stats.name)
-    errors = counter("kcoord_request_errors_total",
-                     "Requests refused: bad frame size, undecodable, unsupported API/version, handler failure.")
-    for reason in ERROR_REASONS:
-        errors.add(router.errors.get(reason, 0), reason=reason)
-    return [requests, latency, errors]
-
-
-def _group_families(service: Any) -> list[Family]:
-    coordinator = service.coordinator
-    by_state = dict.fromkeys(GroupState, 0)
-    members = 0
-    for group in coordinator.groups.values():
-        by_state[group.state] += 1
-        members += len(group.members)
-    groups = gauge("kcoord_groups", "Consumer groups by state.")
-    for state, count in by_state.items():
-        groups.add(count, state=state.value)
-    return [
-        groups,
-        gauge("kcoord_group_members", "Members of all groups.", members),
-        counter("kcoord_rebalances_total", "Group generation bumps (completed joins).",
-                service.count_rebalances()),
-        counter("kcoord_offsets_committed_total", "Partition offsets stored by OffsetCommit requests.",
-                service.offsets_committed),
-        counter("kcoord_offsets_expired_total", "Committed offsets removed by retention (KIP-211 expiry).",
-                service.offsets_expired),
-        gauge("kcoord_offsets", "Committed offsets held (group, topic, partition).", coordinator.offsets.count()),
-    ]
-
-
-def _coordinator_log_families(service: Any) -> list[Family]:
-    log = service.log
-    size = segments = partitions = 0
-    for partition in range(log.partitions):
-        plog = log.partition_log(partition)
-        if plog is not None:
-            partitions += 1
-            size += plog.size_bytes
-            segments += len(plog.segments)
-    return [
-        gauge("kcoord_coordinator_log_bytes", "Size of the __consumer_offsets segment files.", size),
-        gauge("kcoord_coordinator_log_segments", "__consumer_offsets segment files.", segments),
-        gauge("kcoord_coordinator_log_partitions", "__consumer_offsets partitions written so far.", partitions),
-        counter("kcoord_coordinator_log_records_appended_total", "Records appended to __consumer_offsets.",
-                service.records_appended),
-        counter("kcoord_coordinator_log_batches_appended_total",
-                "Record batches appended to __consumer_offsets (one per group per request).",
-                service.batches_appended),
-        counter("kcoord_coordinator_log_fsyncs_total",
-                "fsync rounds of __consumer_offsets (each covers every partition written since the last).",
-                service.fsync_seconds.count),
-        Family("kcoord_coordinator_log_fsync_duration_seconds", "histogram",
-               "Duration of one fsync round of __consumer_offsets.").add_histogram(service.fsync_seconds),
-        counter("kcoord_coordinator_log_cleaner_runs_total", "Log cleaner passes over __consumer_offsets.",
-                service.cleanings),
-        Family("kcoord_coordinator_log_cleaner_duration_seconds", "histogram",
-               "Duration of one log cleaner pass over __consumer_offsets.").add_histogram(service.clean_seconds),
-        counter("kcoord_coordinator_log_cleaner_reclaimed_bytes_total",
-                "Bytes of sealed __consumer_offsets segments removed by compaction.", service.bytes_reclaimed),
-    ]
-
-
-def _data_families(data: Any, catalog: Any) -> list[Family]:
-    topics = list(catalog.topics.values())
-    return [
-        gauge("kcoord_topics", "Topics.", len(topics)),
-        gauge("kcoord_partitions", "Topic partitions.", sum(len(t.partitions) for t in topics)),
-        counter("kcoord_produced_records_total", "Records appended by Produce requests.", data.produced_records),
-        counter("kcoord_produced_bytes_total", "Record batch bytes appended by Produce requests.",
-                data.produced_bytes),
-        counter("kcoord_fetched_bytes_total", "Record batch bytes returned by Fetch requests.", data.fetched_bytes),
-    ]

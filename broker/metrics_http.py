@@ -12,14 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import trio
 
-from broker.metrics import CONTENT_TYPE, collect, render
-
-if TYPE_CHECKING:
-    from broker.server import Server
+from broker.metrics import CONTENT_TYPE
 
 log = logging.getLogger("kcoord.metrics")
 
@@ -97,11 +93,6 @@ class MetricsEndpoint:
     max_connections: int = MAX_CONNECTIONS
     listeners: list[trio.SocketListener] = field(default_factory=list)
     active: int = 0
-
-    @classmethod
-    def for_server(cls, server: Server) -> MetricsEndpoint:
-        return cls(render=lambda: render(collect(server)),
-                   healthy=lambda: server.serving and not server.draining)
 
     async def bind(self, host: str, port: int) -> tuple[str, int]:
         """Open the listening sockets; returns the address bound (port 0 picks one)."""

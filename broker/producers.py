@@ -9,13 +9,13 @@ at start-up from the batches in the log, so the rules hold across restarts.
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.errors import ErrorCode
-from storage.segment import fsync_directory
+from storage.fs import REAL_FS, FileSystem
+from storage.layout import producer_ids_file
 
 INT32_MAX = 2147483647
 RETAINED_BATCHES = 5  # as Kafka: the producer has at most 5 batches in flight
@@ -23,25 +23,25 @@ ID_BLOCK = 1000
 
 
 class ProducerIds:
-    """Allocates producer ids; the block end is fsynced before any id in it is used."""
+    """Allocates producer ids; the block end is fsynced before any id in it is used.
 
-    def __init__(self, data_dir: Path) -> None:
-        self._file = Path(data_dir) / "producer_ids.json"
+    ``allocate`` raises ``OSError`` if the block end cannot be written: no id of an
+    unrecorded block is ever handed out.
+    """
+
+    def __init__(self, data_dir: Path, fs: FileSystem = REAL_FS) -> None:
+        self.fs = fs
+        self.path = producer_ids_file(data_dir)
         self._next = 0
         self._block_end = 0
-        if self._file.exists():
-            self._next = self._block_end = int(json.loads(self._file.read_text())["block_end"])
+        if fs.exists(self.path):
+            self._next = self._block_end = int(json.loads(fs.read_bytes(self.path))["block_end"])
 
     def allocate(self) -> int:
         if self._next >= self._block_end:
-            self._block_end = self._next + ID_BLOCK
-            tmp = self._file.with_suffix(".tmp")
-            with open(tmp, "w") as handle:
-                json.dump({"block_end": self._block_end}, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._file)
-            fsync_directory(self._file.parent)
+            block_end = self._next + ID_BLOCK
+            self.fs.write_atomically(self.path, json.dumps({"block_end": block_end}).encode())
+            self._block_end = block_end
         producer_id = self._next
         self._next += 1
         return producer_id

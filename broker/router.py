@@ -14,7 +14,7 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.handlers import cluster
-from broker.metrics import ERROR_REASONS, ApiStats
+from broker.metrics import ERROR_REASONS, ApiStats, Family, counter
 from broker.slots import Slot
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, decode_request, encode_response, peek
@@ -51,9 +51,9 @@ class Router:
         self.errors = dict.fromkeys(ERROR_REASONS, 0)
         self.request_logging = request_logging  # one INFO line per request (--request-log)
         self.register(ApiKey.API_VERSIONS, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
-        self.register(10, lambda r, _: cluster.handle_find_coordinator(ctx, r))
+        self.register(ApiKey.FIND_COORDINATOR, lambda r, _: cluster.handle_find_coordinator(ctx, r))
 
-    def register(self, api_key: int, handler: Handler) -> None:
+    def register(self, api_key: ApiKey, handler: Handler) -> None:
         self.handlers[api_key] = handler
         self._served = None
         message = REQUESTS[api_key]
@@ -136,3 +136,21 @@ class Router:
             "correlation_id": correlation_id, "duration_ms": round(elapsed * 1000, 3),
             "reply_bytes": 0 if reply is None else len(reply),
         })
+
+    def metrics(self) -> list[Family]:
+        """Requests by API and version, their latency, and requests refused."""
+        requests = counter("kcoord_requests_total", "Requests decoded, by API and version.")
+        latency = Family("kcoord_request_duration_seconds", "histogram",
+                         "Time from a request being decoded to its reply being ready to send, "
+                         "durable wait included.")
+        for stats in sorted(self.api_stats.values(), key=lambda s: s.api_key):
+            for api_version, count in enumerate(stats.requests):
+                if count:
+                    requests.add(count, api=stats.name, version=api_version)
+            if stats.latency.count:
+                latency.add_histogram(stats.latency, api=stats.name)
+        errors = counter("kcoord_request_errors_total",
+                         "Requests refused: bad frame size, undecodable, unsupported API/version, handler failure.")
+        for reason in ERROR_REASONS:
+            errors.add(self.errors.get(reason, 0), reason=reason)
+        return [requests, latency, errors]

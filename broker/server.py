@@ -5,6 +5,12 @@ router and queues the outcome; the writer sends outcomes in the order the reques
 so pipelining clients get their replies in order. A bad frame closes only its own
 connection. SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded by
 ``shutdown.grace.ms``) and returns.
+
+A failed write or fsync of the logs, ``topics.json`` or the producer-id block stops the
+broker at once (``Server.storage_failed``): one ERROR line names the file and the error,
+no further reply is sent, and ``serve`` raises ``StorageFailure`` (the command exits 1).
+Recovery at the next start decides what survived. Background storage work (compaction,
+retention, history pruning) runs in one ``storage.maintenance`` scheduler.
 """
 
 from __future__ import annotations
@@ -20,21 +26,20 @@ from pathlib import Path
 
 import trio
 
-from broker import data_service
+from broker.app import Broker
 from broker.config import Config
 from broker.context import BrokerContext
-from broker.coordinator import Effects
 from broker.data_service import DataService
 from broker.group_service import GroupService
-from broker.handlers import groups
-from broker.handlers import topics as topic_handlers
+from broker.metrics import Collector, Family, collect, counter, gauge, kcoord_version, render
 from broker.metrics_http import MetricsEndpoint
 from broker.router import Close, Outcome, Router
 from broker.slots import Slot
 from broker.topics import TopicCatalog
-from protocol.codec import Request
 from protocol.errors import ProtocolError
 from protocol.frames import FrameDecoder
+from storage.fs import REAL_FS, FileSystem
+from storage.layout import lock_file
 
 log = logging.getLogger("kcoord.server")
 
@@ -60,11 +65,16 @@ def advertised(config: Config, host: str, port: int) -> tuple[str, int]:
     return host, port
 
 
+class StorageFailure(RuntimeError):
+    """The broker cannot go on with its logs: a write or fsync failed (the ERROR line says
+    which), or they could not be opened."""
+
+
 @contextmanager
 def lock_data_dir(data_dir: Path) -> Iterator[None]:
     """One broker per data directory: a second one would corrupt the log."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock_file(data_dir), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -138,8 +148,12 @@ class Connection:
                     await send.send(outcome)
 
     async def _write(self, receive: trio.MemoryReceiveChannel[bytes | Slot]) -> None:
-        """Send replies in request order; replies already ready go out in one send."""
-        finished = self.server.router.finished  # times (and logs) replies that waited
+        """Send replies in request order; replies already ready go out in one send.
+
+        Nothing more is sent once the server has stopped on a storage failure.
+        """
+        server = self.server
+        finished = server.router.finished  # times (and logs) replies that waited
         async with receive:
             async for item in receive:
                 ready: list[bytes] = []
@@ -147,6 +161,8 @@ class Connection:
                     if isinstance(item, Slot):
                         if not item.event.is_set():
                             if ready:  # flush what is ready before waiting on this one
+                                if server.failure is not None:
+                                    return
                                 payload = b"".join(ready)
                                 await self.stream.send_all(payload)
                                 self.server.bytes_out += len(payload)
@@ -162,19 +178,24 @@ class Connection:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 if ready:
+                    if server.failure is not None:
+                        return
                     payload = b"".join(ready) if len(ready) > 1 else ready[0]
                     await self.stream.send_all(payload)
                     self.server.bytes_out += len(payload)
 
 
 class Server:
-    """Owns the listeners, the connections and the shutdown sequence."""
+    """Owns the listeners, the connections and the shutdown sequence of a ``Broker``."""
 
-    def __init__(self, config: Config, host: str, port: int, data_dir: Path) -> None:
+    def __init__(self, config: Config, host: str, port: int, data_dir: Path, fs: FileSystem = REAL_FS) -> None:
         self.config = config
         self.data_dir = data_dir
-        self.groups: GroupService | None = None
-        self.catalog: TopicCatalog | None = None
+        self.fs = fs
+        self.broker: Broker | None = None
+        #: Set when a write or fsync failed: ``(what was being done, the error)``.
+        self.failure: tuple[str, OSError] | None = None
+        self._stop_scope: trio.CancelScope | None = None
         self.host = host
         self.port = port
         self.connections: set[Connection] = set()
@@ -183,7 +204,7 @@ class Server:
         self.accept_scope = trio.CancelScope()
         self.router: Router
         self.bound: tuple[str, int] | None = None
-        # Read by broker.metrics at scrape time; plain ints, bumped where things happen.
+        # Read at scrape time; plain ints, bumped where things happen.
         self.started_at = time.time()
         self.serving = False
         self.request_logging = False
@@ -191,6 +212,19 @@ class Server:
         self.connections_closed = 0
         self.bytes_in = 0
         self.bytes_out = 0
+
+    # The services, for the shutdown path, the failure path and tests.
+    @property
+    def groups(self) -> GroupService | None:
+        return None if self.broker is None else self.broker.groups
+
+    @property
+    def catalog(self) -> TopicCatalog | None:
+        return None if self.broker is None else self.broker.catalog
+
+    @property
+    def data(self) -> DataService | None:
+        return None if self.broker is None else self.broker.data
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         connection = Connection(self, stream)
@@ -221,68 +255,76 @@ class Server:
         bound_host, bound_port = str(sockname[0]), int(sockname[1])
         self.bound = (bound_host, bound_port)
         adv_host, adv_port = advertised(self.config, bound_host, bound_port)
-        self.router = Router(
-            BrokerContext(
-                config=self.config,
-                node_id=self.config["node.id"],
-                host=adv_host,
-                port=adv_port,
-                cluster_id=self.config["cluster.id"],
-            ),
-            request_logging=self.request_logging,
-        )
-        if self.groups is None:
-            self.groups = GroupService.open(self.config, self.data_dir)
-        if self.catalog is None:
-            self.catalog = TopicCatalog(self.data_dir, self.config)
-        catalog = self.catalog
-        ctx = self.router.ctx
-        self.router.register(3, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
-        self.router.register(19, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
-        group_service = self.groups
-
-        def create_partitions(request: Request, _peer: str) -> Slot:
-            # Groups consuming a grown topic get the new partitions' start offsets committed
-            # (group.new.partitions.start); the reply waits until those commits are durable.
-            fx = Effects()
-            body = topic_handlers.handle_create_partitions(
-                ctx, catalog, request,
-                lambda name, added: fx.merge(
-                    group_service.coordinator.on_partitions_added(name, added, group_service.clock())),
-            )
-            return group_service.respond_after(request, body, fx)
-
-        self.router.register(37, create_partitions)
-
-        def delete_topics(request: Request, _peer: str) -> Slot:
-            fx = Effects()
-            body = topic_handlers.handle_delete_topics(
-                ctx, catalog, request,
-                lambda name: fx.merge(group_service.coordinator.on_topic_deleted(name, group_service.clock())),
-            )
-            return group_service.respond_after(request, body, fx)
-
-        self.router.register(20, delete_topics)
-        self.groups.coordinator.topics = catalog
-        groups.register(self.router, self.groups)
-        durable = self.config["log.flush.policy"] == "durable"
-        self.data = DataService(catalog, self.groups.clock, durable,
-                                retention_check_ms=self.config["log.retention.check.interval.ms"],
-                                cleaner=self.groups.cleaner)
-        data_service.register(self.router, self.data)
-        async with trio.open_nursery() as background:
-            await background.start(self.groups.run)
-            await background.start(self.data.run)
-            self.serving = True
-            log.info("kcoord listening on %s:%d (advertised %s:%d)",
-                     bound_host, bound_port, adv_host, adv_port)
-            await self._serve_connections(listeners, task_status)
+        if self.broker is None:
+            self.broker = Broker.open(self.config, self.data_dir, self.fs)
+        broker = self.broker
+        ctx = BrokerContext(config=self.config, node_id=self.config["node.id"], host=adv_host, port=adv_port,
+                            cluster_id=self.config["cluster.id"])
+        self.router = broker.router(ctx, request_logging=self.request_logging)
+        broker.groups.on_storage_failure = self.storage_failed
+        broker.data.on_storage_failure = self.storage_failed
+        broker.catalog.on_storage_failure = self.storage_failed
+        with trio.CancelScope() as self._stop_scope:
+            async with trio.open_nursery() as background:
+                await background.start(broker.run)
+                self.serving = True
+                log.info("kcoord listening on %s:%d (advertised %s:%d)",
+                         bound_host, bound_port, adv_host, adv_port)
+                await self._serve_connections(listeners, task_status)
+                self.serving = False
+                await broker.close()
+                background.cancel_scope.cancel()
+        if self.failure is not None:
             self.serving = False
-            await self.groups.close()
-            await trio.to_thread.run_sync(catalog.flush)
-            catalog.close()
-            background.cancel_scope.cancel()
+            broker.groups.log.close()  # closes files only: nothing more is written or fsynced
+            broker.catalog.close()
+            raise StorageFailure("stopped after a storage failure (see the error logged above)")
         log.info("kcoord stopped")
+
+    def metrics(self) -> list[Family]:
+        """This process and its connections."""
+        return [
+            gauge("kcoord_build_info", "Always 1; the version label says which kcoord is running.")
+            .add(1, version=kcoord_version()),
+            gauge("kcoord_start_time_seconds", "When the broker process started (Unix time).", self.started_at),
+            gauge("kcoord_serving", "1 while the broker accepts Kafka connections, else 0.",
+                  int(self.serving and not self.draining)),
+            gauge("kcoord_connections", "Kafka client connections open now.", len(self.connections)),
+            counter("kcoord_connections_accepted_total", "Kafka client connections accepted.",
+                    self.connections_accepted),
+            counter("kcoord_connections_closed_total", "Kafka client connections that ended, for any reason.",
+                    self.connections_closed),
+            counter("kcoord_received_bytes_total", "Bytes read from Kafka client connections.", self.bytes_in),
+            counter("kcoord_sent_bytes_total", "Bytes written to Kafka client connections.", self.bytes_out),
+        ]
+
+    def collect(self) -> list[Family]:
+        """Every kcoord metric, from each part's own collector; parts not started yet are skipped."""
+        collectors: list[Collector] = [self.metrics]
+        if hasattr(self, "router"):
+            collectors.append(self.router.metrics)
+        if self.broker is not None:
+            collectors += self.broker.collectors()
+        return collect(collectors)
+
+    def storage_failed(self, what: str, error: OSError) -> None:
+        """A write or fsync failed: stop serving now, answer nothing more, let recovery judge.
+
+        Called synchronously from where the failure happened (a handler, the flusher), so
+        the code that called it must not release any reply afterwards; cancelling the
+        server's scope stops every other task at its next checkpoint, and the connection
+        writers check ``failure`` before each send.
+        """
+        if self.failure is not None:
+            return
+        self.failure = (what, error)
+        if self.broker is not None:
+            self.broker.groups.stopped = True
+            self.broker.data.stopped = True
+            self.broker.catalog.stopped = True
+        log.error("storage failure, stopping the broker: %s failed: %s", what, error)
+        if self._stop_scope is not None:
+            self._stop_scope.cancel()
 
     async def _serve_connections(
         self, listeners: list[trio.SocketListener], task_status: trio.TaskStatus[tuple[str, int]]
@@ -322,15 +364,18 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_lis
     listeners = await server.bind()
     metrics: MetricsEndpoint | None = None
     if metrics_listen is not None:
-        metrics = MetricsEndpoint.for_server(server)
+        metrics = MetricsEndpoint(render=lambda: render(server.collect()),
+                                  healthy=lambda: server.serving and not server.draining)
         try:
             metrics_host, metrics_port = await metrics.bind(*parse_listen(metrics_listen))
         except OSError as exc:
             raise RuntimeError(f"cannot listen on {metrics_listen} for metrics: {exc.strerror or exc}") from None
         log.info("kcoord metrics on %s:%d", metrics_host, metrics_port)
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
-    server.groups = GroupService.open(config, data_dir)
-    server.catalog = TopicCatalog(data_dir, config)
+    try:
+        server.broker = Broker.open(config, data_dir)
+    except OSError as exc:
+        raise StorageFailure(f"cannot open the logs in {data_dir}: {exc}") from exc
     async with trio.open_nursery() as nursery:
 
         async def watch_signals() -> None:
@@ -343,5 +388,12 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_lis
         nursery.start_soon(watch_signals)
         if metrics is not None:
             nursery.start_soon(metrics.serve)
-        await server.serve(listeners)
+        try:
+            await server.serve(listeners)
+        except StorageFailure as exc:
+            stopped: StorageFailure | None = exc
+        else:
+            stopped = None
         nursery.cancel_scope.cancel()
+    if stopped is not None:
+        raise stopped

@@ -2,31 +2,33 @@
 
 The catalogue lives in ``topics.json`` in the data directory, replaced atomically
 (write, fsync, rename, fsync the directory). Each partition is a ``PartitionLog`` in
-``<data-dir>/<topic>-<partition>/``, the same segment engine as the coordinator log.
+``<data-dir>/<topic>-<partition>/``, the same segment engine as the coordinator log (paths
+from ``storage.layout``, file operations through ``storage.fs``). If ``topics.json`` cannot
+be written the broker stops (``on_storage_failure``): the change is not acknowledged.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from broker.coordinator.modern.topics import TopicMetadata
 from protocol.errors import ErrorCode
+from storage.fs import REAL_FS, FileSystem
+from storage.layout import COORDINATOR_TOPIC, partition_dir, topics_file
 from storage.partition import PartitionLog
-from storage.segment import fsync_directory
 
 log = logging.getLogger("kcoord.topics")
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPIC = "__consumer_offsets"
+INTERNAL_TOPIC = COORDINATOR_TOPIC
 
 # Topic configs kcoord honours; others are refused with INVALID_CONFIG.
 TOPIC_CONFIGS: dict[str, str] = {
@@ -70,6 +72,18 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     return None
 
 
+class TopicListener(Protocol):
+    """Told of topic changes as they happen (Kafka's onPartitionsDeleted and its kin).
+
+    Called synchronously, before the request that made the change is answered, so whatever
+    the listener records can be made durable before the client hears of the change.
+    """
+
+    def on_partitions_added(self, topic: str, start_offsets: dict[int, int]) -> None: ...
+
+    def on_topic_deleted(self, topic: str) -> None: ...
+
+
 @dataclass
 class Topic:
     name: str
@@ -81,50 +95,67 @@ class Topic:
         return self.configs.get(name, TOPIC_CONFIGS[name])
 
 
+def _raise(what: str, error: OSError) -> None:
+    log.error("%s failed: %s", what, error)
+    raise error
+
+
 class TopicCatalog:
-    def __init__(self, data_dir: Path, config: Any) -> None:
+    def __init__(self, data_dir: Path, config: Any, fs: FileSystem = REAL_FS) -> None:
         self.data_dir = Path(data_dir)
         self.config = config
+        self.fs = fs
         self.topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self.on_storage_failure: Callable[[str, OSError], None] = _raise
+        self.stopped = False  # a write failed: the catalogue changes nothing any more
+        self.listeners: list[TopicListener] = []
         #: Grows with every topic created, deleted or grown: the coordinator's metadata image version.
         self.version = 0
         self._load()
 
     @property
     def _file(self) -> Path:
-        return self.data_dir / "topics.json"
+        return topics_file(self.data_dir)
+
+    def _open_partition(self, name: str, index: int, configs: dict[str, str]) -> PartitionLog:
+        return PartitionLog.open(partition_dir(self.data_dir, name, index), self._segment_bytes(configs), fs=self.fs)
 
     def _segment_bytes(self, configs: dict[str, str]) -> int:
         return int(configs.get("segment.bytes", self.config["log.segment.bytes"]))
 
     def _load(self) -> None:
-        if not self._file.exists():
+        if not self.fs.exists(self._file):
             return
-        saved = json.loads(self._file.read_text())
+        saved = json.loads(self.fs.read_bytes(self._file))
         for entry in saved["topics"]:
             topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
             for p in range(entry["partitions"]):
-                topic.partitions.append(
-                    PartitionLog.open(self.data_dir / f"{topic.name}-{p}", self._segment_bytes(topic.configs))
-                )
+                topic.partitions.append(self._open_partition(topic.name, p, topic.configs))
             self.topics[topic.name] = topic
             self._by_id[topic.topic_id] = topic
 
-    def _persist(self) -> None:
+    def _persist(self) -> bool:
+        """Write the catalogue; False (the broker is stopping) if that failed."""
         data = {
             "topics": [
                 {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
                 for t in self.topics.values()
             ]
         }
-        tmp = self._file.with_suffix(".json.tmp")
-        with open(tmp, "w") as handle:
-            json.dump(data, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._file)
-        fsync_directory(self.data_dir)
+        try:
+            self.fs.write_atomically(self._file, json.dumps(data, indent=1).encode())
+        except OSError as exc:
+            self._failed(f"writing {self._file}", exc)
+            return False
+        return True
+
+    def _failed(self, what: str, exc: OSError) -> None:
+        self.stopped = True
+        self.on_storage_failure(what, exc)
+
+    def _stopped_error(self) -> tuple[ErrorCode, str]:
+        return ErrorCode.KAFKA_STORAGE_ERROR, "the broker is stopping after a storage failure"
 
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
@@ -173,30 +204,43 @@ class TopicCatalog:
         if validate_only:
             topic.partitions = []
             return ErrorCode.NONE, None, topic
-        for p in range(num_partitions):
-            topic.partitions.append(
-                PartitionLog.open(self.data_dir / f"{name}-{p}", self._segment_bytes(clean))
-            )
+        if self.stopped:
+            return *self._stopped_error(), None
+        try:
+            for p in range(num_partitions):
+                topic.partitions.append(self._open_partition(name, p, clean))
+        except OSError as exc:
+            self._failed(f"creating the partitions of {name}", exc)
+            return *self._stopped_error(), None
         self.topics[name] = topic
         self._by_id[topic.topic_id] = topic
+        if not self._persist():
+            return *self._stopped_error(), None
         self.version += 1
-        self._persist()
         log.info("created topic %s with %d partitions", name, num_partitions)
         return ErrorCode.NONE, None, topic
 
     def delete(self, name: str) -> Topic | None:
         """Remove a topic and its data; the catalogue is rewritten before files go."""
+        if self.stopped:
+            return None
         topic = self.topics.pop(name, None)
         if topic is None:
             return None
         self._by_id.pop(topic.topic_id, None)
+        if not self._persist():
+            return None
         self.version += 1
-        self._persist()
         for index, partition in enumerate(topic.partitions):
             partition.close()
-            shutil.rmtree(self.data_dir / f"{name}-{index}", ignore_errors=True)
-        fsync_directory(self.data_dir)
+            self.fs.remove_tree(partition_dir(self.data_dir, name, index))
+        try:
+            self.fs.fsync_directory(self.data_dir)
+        except OSError as exc:
+            self._failed(f"fsync of {self.data_dir}", exc)
         log.info("deleted topic %s", name)
+        for listener in self.listeners:
+            listener.on_topic_deleted(name)
         return topic
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> tuple[ErrorCode, str | None]:
@@ -212,13 +256,21 @@ class TopicCatalog:
             return ErrorCode.INVALID_PARTITIONS, f"topic already has {current} partitions"
         if validate_only:
             return ErrorCode.NONE, None
-        for index in range(current, count):
-            topic.partitions.append(
-                PartitionLog.open(self.data_dir / f"{name}-{index}", self._segment_bytes(topic.configs))
-            )
+        if self.stopped:
+            return self._stopped_error()
+        try:
+            for index in range(current, count):
+                topic.partitions.append(self._open_partition(name, index, topic.configs))
+        except OSError as exc:
+            self._failed(f"creating the partitions of {name}", exc)
+            return self._stopped_error()
+        if not self._persist():
+            return self._stopped_error()
         self.version += 1
-        self._persist()
         log.info("topic %s grew from %d to %d partitions", name, current, count)
+        starts = {index: topic.partitions[index].log_start_offset for index in range(current, count)}
+        for listener in self.listeners:
+            listener.on_partitions_added(name, starts)
         return ErrorCode.NONE, None
 
     # --- what the group coordinator may ask (broker.coordinator.modern.topics.MetadataImage)

@@ -21,7 +21,6 @@ from typing import Any
 
 from pipeline.segments import (
     COLUMNS,
-    HISTORY_DIR,
     TimeBounds,
     partitions_of_groups,
     read_batch_headers,
@@ -29,7 +28,13 @@ from pipeline.segments import (
     topic_segments,
 )
 from protocol.records import iter_records
-from storage.segment import parse_segment_name
+from storage.layout import (
+    COORDINATOR_TOPIC,
+    history_copy_of,
+    history_dir,
+    parse_partition_dir,
+    parse_segment_name,
+)
 
 __all__ = [
     "AS_OF_COLUMNS",
@@ -64,13 +69,16 @@ def _coordinator_files(root: Path, history: bool, partitions: set[int] | None) -
     found: list[tuple[int, bool, Path]] = []
     if not root.is_dir():
         return found
-    for directory in root.glob("__consumer_offsets-*"):
-        suffix = directory.name.rsplit("-", 1)[1]
-        if not suffix.isdigit() or (partitions is not None and int(suffix) not in partitions):
+    for directory in root.iterdir():
+        parsed = parse_partition_dir(directory.name)
+        if parsed is None or parsed[0] != COORDINATOR_TOPIC or not directory.is_dir():
             continue
-        for path in sorted(directory.glob("*.log")):
+        partition = parsed[1]
+        if partitions is not None and partition not in partitions:
+            continue
+        for path in sorted(directory.iterdir()):
             if parse_segment_name(path.name) is not None:
-                found.append((int(suffix), history, path))
+                found.append((partition, history, path))
     return found
 
 
@@ -82,12 +90,12 @@ def _history_files_after(data_dir: Path, live: list[tuple[int, bool, Path]],
     moved into history, and listing history last finds it there.
     """
     yield from live
-    yield from _coordinator_files(data_dir / HISTORY_DIR, True, partitions)
+    yield from _coordinator_files(history_dir(data_dir), True, partitions)
 
 
 def _read(path: Path, history: bool) -> tuple[Path, bytes] | None:
     """The file's bytes, or (for a live file the cleaner moved) its history copy's."""
-    candidates = [path] if history else [path, path.parent.parent / HISTORY_DIR / path.parent.name / path.name]
+    candidates = [path] if history else [path, history_copy_of(path)]
     for candidate in candidates:
         try:
             return candidate, candidate.read_bytes()

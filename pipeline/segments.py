@@ -7,8 +7,10 @@ Both the Spark data source (``pipeline.source``) and the plain-Python oracle
   ``DATA_DIR/__consumer_offsets-N/{base:020d}.log``; segments the cleaner replaced, when the
   broker keeps history (``log.history.retention.ms``), are moved unchanged to
   ``DATA_DIR/history/__consumer_offsets-N/`` under the same name. Topic data is
-  ``DATA_DIR/<topic>-<p>/``. Nothing else (``.cleaned``/``.swap`` files, the ``.lock``) is
-  read, and nothing is ever written or locked: a running broker's directory is fine.
+  ``DATA_DIR/<topic>-<p>/``. Every name comes from ``storage.layout``. Nothing else
+  (``.cleaned``/``.swap`` files, the ``.lock``) is read, and nothing is ever written or
+  locked: a running broker's directory is fine. Batches are framed and judged by the
+  broker's own walker (``storage.walker``).
 - **A segment being appended to.** A file is read as one snapshot of its bytes; reading
   stops quietly at the last complete, CRC-valid batch (a half-written batch at the end is
   the broker's next write in progress). Damage that is followed by a valid batch cannot be
@@ -27,7 +29,6 @@ import bisect
 import dataclasses
 import json
 import os
-import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,23 +46,20 @@ from protocol.consumer_offsets import (
 )
 from protocol.consumer_protocol import subscribed_topics
 from protocol.errors import ProtocolError
-from protocol.records import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-    RecordBatchError,
-    iter_records,
-    peek_batch_header,
-    scan_batches,
+from protocol.records import LOG_OVERHEAD, BatchHeader, RecordBatchError, iter_records
+from storage.layout import (
+    COORDINATOR_TOPIC,
+    history_copy_of,
+    history_dir,
+    parse_partition_dir,
+    parse_segment_name,
+    partition_count_file,
 )
-from storage.segment import later_valid_batch, parse_segment_name
+from storage.segment import later_valid_batch
+from storage.walker import scan_bytes, walk_file
 
 __all__ = [
     "COLUMNS",
-    "COORDINATOR_TOPIC",
-    "HISTORY_DIR",
     "KINDS",
     "SegmentFile",
     "SegmentReadError",
@@ -75,9 +73,6 @@ __all__ = [
     "topic_segments",
 ]
 
-COORDINATOR_TOPIC = "__consumer_offsets"
-HISTORY_DIR = "history"
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _LENGTH_AT = struct.Struct(">qi")  # base_offset, batch_length
 _CONTROL_BIT = 0x20
 _LOG_APPEND_TIME_BIT = 0x08
@@ -162,9 +157,10 @@ def _min_timestamp(header: BatchHeader) -> int:
 def index_segment(path: Path) -> SegmentIndex:
     """Offset range and timestamp range of a file from its batch headers alone.
 
-    Headers are read with one ``pread`` each (61 bytes), skipping the records. Results for
-    an unchanged file (same inode, size and mtime) are cached: sealed and history files
-    never change.
+    Only headers are read (``storage.walker.walk_file``: many per ``pread`` while batches
+    are small, one per ``pread`` once they are large), never the records. Results for an
+    unchanged file (same inode, size and mtime) are cached: sealed and history files never
+    change.
     """
     st = os.stat(path)
     key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
@@ -175,16 +171,7 @@ def index_segment(path: Path) -> SegmentIndex:
     batches = 0
     with open(path, "rb", buffering=0) as handle:
         fd = handle.fileno()
-        pos = 0
-        while pos + HEADER_SIZE <= st.st_size:
-            raw = os.pread(fd, HEADER_SIZE, pos)
-            if len(raw) < HEADER_SIZE:
-                break
-            header = peek_batch_header(raw)
-            if header.magic != MAGIC or header.batch_length < MIN_BATCH_LENGTH:
-                break
-            if pos + header.size > st.st_size:
-                break
+        for _, header in walk_file(lambda length, offset: os.pread(fd, length, offset), st.st_size):
             if start is None:
                 start = header.base_offset
             end = header.next_offset
@@ -192,7 +179,6 @@ def index_segment(path: Path) -> SegmentIndex:
             lo = low if lo is None else min(lo, low)
             hi = header.max_timestamp if hi is None else max(hi, header.max_timestamp)
             batches += 1
-            pos += header.size
     result = SegmentIndex(start, end, lo, hi, batches)
     if len(_INDEX_CACHE) > 100_000:
         _INDEX_CACHE.clear()
@@ -203,7 +189,7 @@ def index_segment(path: Path) -> SegmentIndex:
 def coordinator_partition_count(data_dir: Path) -> int | None:
     """``offsets.topic.num.partitions`` as recorded in the data directory, if it is there."""
     try:
-        count = json.loads((Path(data_dir) / f"{COORDINATOR_TOPIC}.meta.json").read_text())["partitions"]
+        count = json.loads(partition_count_file(data_dir).read_text())["partitions"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return int(count) if isinstance(count, int) and count > 0 else None
@@ -214,10 +200,10 @@ def _partition_dirs(root: Path, coordinator: bool) -> list[tuple[str, int, Path]
         return []
     found = []
     for entry in root.iterdir():
-        match = _PARTITION_DIR.match(entry.name)
-        if match is None or not entry.is_dir():
+        parsed = parse_partition_dir(entry.name)
+        if parsed is None or not entry.is_dir():
             continue
-        topic, partition = match.group(1), int(match.group(2))
+        topic, partition = parsed
         if (topic == COORDINATOR_TOPIC) == coordinator:
             found.append((topic, partition, entry))
     return sorted(found, key=lambda item: (item[0], item[1]))
@@ -254,7 +240,7 @@ def coordinator_segments(data_dir: Path, partitions: set[int] | None = None) -> 
     """
     data_dir = Path(data_dir)
     files: dict[int, list[SegmentFile]] = {}
-    for history, root in ((False, data_dir), (True, data_dir / HISTORY_DIR)):
+    for history, root in ((False, data_dir), (True, history_dir(data_dir))):
         for topic, partition, directory in _partition_dirs(root, coordinator=True):
             if partitions is not None and partition not in partitions:
                 continue
@@ -348,7 +334,7 @@ def _resolve(segment: SegmentFile) -> Path | None:
     path = Path(segment.path)
     candidates = [path]
     if not segment.history:
-        candidates.append(path.parent.parent / HISTORY_DIR / path.parent.name / path.name)
+        candidates.append(history_copy_of(path))
     for candidate in candidates:
         try:
             st = os.stat(candidate)
@@ -370,7 +356,7 @@ def read_batch_headers(path: Path, data: bytes | None = None) -> list[tuple[int,
     """
     if data is None:
         data = Path(path).read_bytes()
-    found, valid = scan_batches(data)
+    found, valid = scan_bytes(data)
     if valid < len(data):
         next_offset = found[-1][1].next_offset if found else _first_base(path, data)
         later = later_valid_batch(data, valid, next_offset)

@@ -1,15 +1,7 @@
-"""Segment-file storage for kcoord: Kafka's on-disk layout, crash recovery, group commit, compaction."""
+"""Segment-file storage for kcoord: Kafka's on-disk layout, crash recovery, group commit, compaction.
 
-from storage.cleaner import CleanResult
-from storage.coordinator_log import CoordinatorLog, PartitionCountError
-from storage.partition import CorruptLogError, OffsetOutOfRangeError, PartitionLog, RecoveryReport
-
-__all__ = [
-    "CleanResult",
-    "CoordinatorLog",
-    "CorruptLogError",
-    "OffsetOutOfRangeError",
-    "PartitionCountError",
-    "PartitionLog",
-    "RecoveryReport",
-]
+Blocking file I/O throughout (every file operation through ``storage.fs``), except
+``storage.group_commit`` and ``storage.maintenance``, which bridge the trio event loop to it.
+Import what you need from its module (``storage.partition``, ``storage.coordinator_log``...);
+this package re-exports nothing, so its modules can import each other without a cycle.
+"""

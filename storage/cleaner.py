@@ -25,10 +25,12 @@ segments join up. Consecutive sealed segments are merged into one cleaned segmen
 their input fits in ``segment_bytes``; a lone segment that would come out unchanged is
 left alone, which makes a second clean of a clean log a no-op.
 
-The heavy work (reading, building the key map, writing the cleaned files) runs without
-the log's lock, reading through private descriptors: sealed segments are immutable, and
-the active segment is read only up to the prefix that existed when the clean began. The
-lock is held only to swap the segment list in memory.
+The cleaner is a function of segment views: given views of the sealed segments and of the
+active segment's prefix (each with a private handle, so it reads without the log's lock)
+and a ``CleanPolicy``, ``clean_segments`` writes the cleaned files and returns what
+replaces what. It knows nothing of ``PartitionLog``: the log takes the views under its
+lock, decides whether to go on, installs the new segments in memory and owns the retry
+of a swap that failed half way (``storage.partition``).
 
 Crash-safe swap protocol, per clean (each cleaned file is named after the base offset of
 the first segment it replaces, ``{base:020d}.log``):
@@ -37,10 +39,11 @@ the first segment it replaces, ``{base:020d}.log``):
    directory (every ``.cleaned`` name is now durable);
 2. rename each ``.cleaned`` to ``{base:020d}.log.swap``; fsync the directory. This fsync
    is the commit point: before it the old segments are the log, after it the new ones;
-3. swap the in-memory segment list (under the lock);
-4. for each cleaned segment, delete the segments it replaces (or move them into
+3. the log swaps its in-memory segment list (under its lock);
+4. ``finish_swap``: for each cleaned segment, delete the segments it replaces (or move them into
    ``history_dir/<partition directory name>/``), then rename ``.swap`` to ``.log``;
-   fsync the directory (and the history folder).
+   fsync the history folder, then the directory (so a crash between the two leaves an
+   original in both places, which recovery resolves, rather than in neither).
 
 Recovery (``recover_interrupted_clean``, run when a log is opened, before segments are
 scanned) decides from the leftovers alone:
@@ -60,13 +63,10 @@ replaced copy, itself a cleaned file, is deleted instead.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from protocol.records import (
     RecordBatch,
@@ -75,24 +75,30 @@ from protocol.records import (
     encode_batch,
     peek_batch_header,
 )
-from storage.segment import (
+from storage.fs import File, FileSystem
+from storage.layout import (
     CLEANED_SUFFIX,
     SWAP_SUFFIX,
-    CorruptLogError,
-    Segment,
-    SegmentScan,
-    SegmentView,
-    fsync_directory,
+    history_folder,
     parse_segment_name,
     parse_temp_name,
-    scan_segment,
     segment_name,
 )
+from storage.segment import CorruptLogError, Segment, SegmentScan, SegmentView, scan_segment
 
-if TYPE_CHECKING:
-    from storage.partition import PartitionLog
-
-__all__ = ["CleanResult", "clean_log", "recover_interrupted_clean"]
+__all__ = [
+    "CleanOutput",
+    "CleanPolicy",
+    "CleanResult",
+    "Replacement",
+    "clean_segments",
+    "commit_swap",
+    "discard_swap",
+    "discard_uncommitted",
+    "finish_swap",
+    "prepare_history",
+    "recover_interrupted_clean",
+]
 
 log = logging.getLogger("kcoord.storage")
 
@@ -101,6 +107,20 @@ _IO_CHUNK = 1 << 20
 #: Offsets in one segment stay within an int32 of its base (Kafka's index relies on it).
 _MAX_SEGMENT_SPAN = 2**31 - 1
 _COMPRESSION_MASK = 0x07
+
+
+@dataclass(frozen=True, slots=True)
+class CleanPolicy:
+    """What a clean keeps: tombstones younger than ``delete_retention_ms`` at ``now_ms``;
+    sealed segments merge while their input fits in ``segment_bytes``."""
+
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+
+    def __post_init__(self) -> None:
+        if self.delete_retention_ms < 0:
+            raise ValueError(f"delete_retention_ms must be >= 0, got {self.delete_retention_ms}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +136,39 @@ class CleanResult:
     tombstones_dropped: int
     #: The active segment's base when the clean began: every offset below it was cleaned.
     cleaned_up_to: int
+
+
+@dataclass(slots=True)
+class Replacement:
+    """One cleaned segment, open under its final name, and the run of segments it replaces."""
+
+    replaces: list[Segment]
+    segment: Segment
+
+    @property
+    def final(self) -> Path:
+        return self.segment.path
+
+    @property
+    def cleaned(self) -> Path:
+        return self.final.with_name(self.final.name + CLEANED_SUFFIX)
+
+    @property
+    def swap(self) -> Path:
+        return self.final.with_name(self.final.name + SWAP_SUFFIX)
+
+
+@dataclass(slots=True)
+class CleanOutput:
+    """The cleaned files written by step 1 (not yet committed) and the clean's figures."""
+
+    replacements: list[Replacement]
+    result: CleanResult
+
+    def close(self) -> None:
+        """Close the cleaned segments (when they will not be installed)."""
+        for item in self.replacements:
+            item.segment.close()
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -172,14 +225,9 @@ def _build_key_map(sealed: list[SegmentView], active: SegmentView) -> _KeyMap:
 # --- writing ---------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Policy:
-    keys: _KeyMap
-    now_ms: int
-    delete_retention_ms: int
-
-
-def _filtered(batch: RecordBatch, raw: bytes, policy: _Policy, is_last: bool) -> tuple[bytes | None, int, int]:
+def _filtered(
+    batch: RecordBatch, raw: bytes, keys: _KeyMap, policy: CleanPolicy, is_last: bool
+) -> tuple[bytes | None, int, int]:
     """What to write for one batch: ``(bytes or None to drop, records kept, tombstones dropped)``.
 
     A batch keeps its offsets, producer fields and timestamps whatever is removed from it.
@@ -189,11 +237,11 @@ def _filtered(batch: RecordBatch, raw: bytes, policy: _Policy, is_last: bool) ->
     kept = []
     dropped_tombstones = 0
     for record in batch.records:
-        if record.key is None or policy.keys.latest.get(record.key) != batch.offset_of(record):
+        if record.key is None or keys.latest.get(record.key) != batch.offset_of(record):
             continue
         if (
             record.value is None
-            and not policy.keys.opaque
+            and not keys.opaque
             and policy.now_ms - batch.timestamp_of(record) > policy.delete_retention_ms
         ):
             dropped_tombstones += 1
@@ -222,10 +270,10 @@ def _filtered(batch: RecordBatch, raw: bytes, policy: _Policy, is_last: bool) ->
 class _SegmentWriter:
     """Appends batches to a new file in big writes and keeps the index recovery would build."""
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, fs: FileSystem, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.file: File = fs.open(path, create=True)
         self.buffer = bytearray()
         self.size = 0
         self.offsets: list[int] = []
@@ -248,47 +296,27 @@ class _SegmentWriter:
 
     def _drain(self) -> None:
         view = memoryview(self.buffer)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
-        view.release()
+        try:
+            while view:
+                written = self.file.write(view)
+                view = view[written:]
+        finally:
+            view.release()
         self.buffer.clear()
 
     def finish(self) -> SegmentScan:
         """Write what is buffered and fsync; the scan is what recovery would find."""
         self._drain()
-        os.fsync(self.fd)
+        self.file.fsync()
         return SegmentScan(
             self.offsets, self.positions, self.next_offset, self.size, None,
             self.ends if self.gapped else None,
         )
 
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-@dataclass(slots=True)
-class _Cleaned:
-    """One cleaned segment on its way in, and the segments it replaces."""
-
-    replaces: list[Segment]
-    final: Path
-    segment: Segment
-
-    @property
-    def cleaned(self) -> Path:
-        return self.final.with_name(self.final.name + CLEANED_SUFFIX)
-
-    @property
-    def swap(self) -> Path:
-        return self.final.with_name(self.final.name + SWAP_SUFFIX)
-
 
 @dataclass(slots=True)
 class _GroupOutcome:
-    cleaned: _Cleaned | None  # None: the group came out unchanged and was left alone
+    replacement: Replacement | None  # None: the group came out unchanged and was left alone
     records: int
     size: int
     tombstones_dropped: int
@@ -310,13 +338,15 @@ def _plan_groups(sealed: list[SegmentView], segment_bytes: int) -> list[list[Seg
     return groups
 
 
-def _clean_group(group: list[SegmentView], directory: Path, policy: _Policy) -> _GroupOutcome:
-    """Write one group's survivors to ``.cleaned`` and open it, or leave an unchanged lone segment."""
+def _clean_group(
+    fs: FileSystem, group: list[SegmentView], directory: Path, keys: _KeyMap, policy: CleanPolicy
+) -> _GroupOutcome:
+    """Write one group's survivors to ``.cleaned``, or leave an unchanged lone segment alone."""
     first = group[0].segment
     if not any(view.batch_count for view in group):
         return _GroupOutcome(None, 0, sum(v.size for v in group), 0)
     final = directory / segment_name(first.base_offset)
-    writer = _SegmentWriter(final.with_name(final.name + CLEANED_SUFFIX), first.base_offset)
+    writer = _SegmentWriter(fs, final.with_name(final.name + CLEANED_SUFFIX), first.base_offset)
     try:
         changed = len(group) > 1
         records = tombstones = 0
@@ -324,197 +354,64 @@ def _clean_group(group: list[SegmentView], directory: Path, policy: _Policy) -> 
         for i, view in enumerate(group):
             for index, (raw, batch) in enumerate(_batches(view)):
                 is_last = i == last_view and index == view.batch_count - 1
-                data, kept, dropped = _filtered(batch, raw, policy, is_last)
+                data, kept, dropped = _filtered(batch, raw, keys, policy, is_last)
                 records += kept
                 tombstones += dropped
                 changed = changed or data is not raw
                 if data is not None:
                     writer.add(data)
         if not changed:
-            writer.close()
-            writer.path.unlink()
+            writer.file.close()
+            fs.unlink(writer.path)
             return _GroupOutcome(None, records, group[0].size, 0)
         scan = writer.finish()
-        writer.close()
         if scan.next_offset != group[-1].segment.next_offset:
-            raise RuntimeError(f"{final}: cleaned segment ends at {scan.next_offset}, not {group[-1].segment.next_offset}")
-        segment = Segment.open(final, first.base_offset, scan, file=writer.path)
-        cleaned = _Cleaned([view.segment for view in group], final, segment)
-        return _GroupOutcome(cleaned, records, scan.valid_bytes, tombstones)
+            raise RuntimeError(
+                f"{final}: cleaned segment ends at {scan.next_offset}, not {group[-1].segment.next_offset}"
+            )
+        segment = Segment.adopt(final, first.base_offset, writer.file, scan)
+        return _GroupOutcome(Replacement([view.segment for view in group], segment), records,
+                             scan.valid_bytes, tombstones)
     except BaseException:
-        writer.close()
-        writer.path.unlink(missing_ok=True)
+        writer.file.close()
+        try:
+            fs.unlink(writer.path, missing_ok=True)
+        except OSError:
+            log.warning("%s: could not remove %s after a failed clean", directory, writer.path.name)
         raise
 
 
-# --- the swap --------------------------------------------------------------------------
+def clean_segments(
+    fs: FileSystem, directory: Path, sealed: list[SegmentView], active: SegmentView, policy: CleanPolicy
+) -> CleanOutput:
+    """Step 1: write the cleaned segments of ``sealed`` as durable ``.cleaned`` files.
 
-
-def _history_folder(directory: Path, history_dir: Path | None) -> Path | None:
-    """``history_dir/<partition dir name>``, created durably; refuses another filesystem."""
-    if history_dir is None:
-        return None
-    folder = Path(history_dir) / directory.name
-    if not folder.is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        fsync_directory(folder.parent)
-    if os.stat(folder).st_dev != os.stat(directory).st_dev:
-        raise ValueError(f"history directory {folder} must be on the same filesystem as {directory}")
-    return folder
-
-
-def _retire(path: Path, history: Path | None) -> None:
-    """Delete a replaced segment file, or move it into the history folder; idempotent."""
-    if not path.exists():
-        return
-    if history is None:
-        os.unlink(path)
-        return
-    target = history / path.name
-    if target.exists():
-        os.unlink(path)  # the history already holds the original this cleaned file came from
-    else:
-        os.rename(path, target)
-
-
-def _finish(directory: Path, cleaned: list[_Cleaned], history: Path | None) -> None:
-    """Step 4: retire the old segments and give each cleaned one its final name."""
-    for item in cleaned:
-        for old in item.replaces:
-            _retire(old.path, history)
-        if item.swap.exists():
-            os.rename(item.swap, item.final)
-    fsync_directory(directory)
-    if history is not None:
-        fsync_directory(history)
-
-
-def _discard(directory: Path, paths: list[Path]) -> None:
-    """Delete files of a clean that did not commit (the old segments are the log)."""
-    for path in paths:
-        path.unlink(missing_ok=True)
-    fsync_directory(directory)
-
-
-def recover_interrupted_clean(directory: Path, history_dir: Path | None) -> tuple[int, int]:
-    """Resolve a clean a crash interrupted: ``(swaps completed, files removed)``.
-
-    See the module docstring for why the leftovers alone decide old state or new.
+    ``active`` is read only for the latest offset of each key. Nothing is committed: the
+    caller commits with ``commit_swap`` or throws the files away with ``discard_swap``. If
+    writing fails, the files written so far are removed before the error is raised.
     """
-    temps = sorted(
-        (parsed, path)
-        for path in directory.iterdir()
-        if (parsed := parse_temp_name(path.name)) is not None and path.is_file()
-    )
-    if not temps:
-        return 0, 0
-    if any(suffix == CLEANED_SUFFIX for (_, suffix), _ in temps):
-        log.warning(
-            "%s: removing %d files of a clean that did not commit: %s",
-            directory, len(temps), ", ".join(path.name for _, path in temps),
-        )
-        _discard(directory, [path for _, path in temps])
-        return 0, len(temps)
-    history = _history_folder(directory, history_dir)
-    segments = sorted(
-        (base, path)
-        for path in directory.iterdir()
-        if (base := parse_segment_name(path.name)) is not None and path.is_file()
-    )
-    for (base, _), swap in temps:
-        scan = scan_segment(swap.read_bytes(), base, contiguous=False)
-        if scan.problem is not None or not scan.offsets:
-            raise CorruptLogError(f"{swap}: cleaned segment is invalid ({scan.problem or 'no batches'})")
-        replaced = [path for start, path in segments if base <= start < scan.next_offset]
-        log.warning(
-            "%s: completing an interrupted clean: %s replaces %s",
-            directory, swap.name, ", ".join(path.name for path in replaced) or "nothing left",
-        )
-        for path in replaced:
-            _retire(path, history)
-        os.rename(swap, directory / segment_name(base))
-    fsync_directory(directory)
-    if history is not None:
-        fsync_directory(history)
-    return len(temps), 0
-
-
-# --- the cleaner -----------------------------------------------------------------------
-
-
-def clean_log(
-    plog: PartitionLog, now_ms: int, delete_retention_ms: int, *, history_dir: Path | None = None
-) -> CleanResult:
-    """Compact ``plog``'s sealed segments and swap them in crash-safely; see the module doc.
-
-    Appends, flushes and reads carry on meanwhile; cleans of one log run one at a time.
-    ``history_dir`` keeps the replaced files (open the log with the same ``history_dir``
-    so a swap that recovery completes keeps them too).
-    """
-    if delete_retention_ms < 0:
-        raise ValueError(f"delete_retention_ms must be >= 0, got {delete_retention_ms}")
-    with plog._clean_lock:
-        if plog._cleaner_retry is not None:
-            plog._cleaner_retry()
-            plog._cleaner_retry = None
-        sealed, active = plog._cleaner_views()
-        try:
-            return _clean(plog, sealed, active, now_ms, delete_retention_ms, history_dir)
-        finally:
-            for view in [*sealed, active]:
-                view.close()
-
-
-def _clean(
-    plog: PartitionLog,
-    sealed: list[SegmentView],
-    active: SegmentView,
-    now_ms: int,
-    delete_retention_ms: int,
-    history_dir: Path | None,
-) -> CleanResult:
-    directory = plog.directory
     cleaned_up_to = active.segment.base_offset
-    history = _history_folder(directory, history_dir) if sealed else None
     keys = _build_key_map(sealed, active)
-    policy = _Policy(keys, now_ms, delete_retention_ms)
-    cleaned: list[_Cleaned] = []
-    records_after = bytes_after = tombstones = 0
-    segments_after = 0
-    committed = False
+    replacements: list[Replacement] = []
+    records_after = bytes_after = tombstones = segments_after = 0
     try:
-        for group in _plan_groups(sealed, plog.segment_bytes):
-            outcome = _clean_group(group, directory, policy)
+        for group in _plan_groups(sealed, policy.segment_bytes):
+            outcome = _clean_group(fs, group, directory, keys, policy)
             records_after += outcome.records
             bytes_after += outcome.size
             tombstones += outcome.tombstones_dropped
             segments_after += 1
-            if outcome.cleaned is not None:
-                cleaned.append(outcome.cleaned)
-        if cleaned:
-            fsync_directory(directory)  # step 1 done: every .cleaned name is durable
-            if plog._closed:
-                raise ValueError(f"{directory}: log closed during a clean")
-            for item in cleaned:
-                os.rename(item.cleaned, item.swap)
-            fsync_directory(directory)  # step 2: the commit point
-        committed = True
+            if outcome.replacement is not None:
+                replacements.append(outcome.replacement)
+        if replacements:
+            fs.fsync_directory(directory)  # every .cleaned name is now durable
     except BaseException:
-        for item in cleaned:
-            item.segment.close()
-        if not committed and cleaned:
-            _undo(plog, [path for item in cleaned for path in (item.cleaned, item.swap)])
-        raise
-    installed = plog._install_cleaned([(item.replaces, item.segment) for item in cleaned], cleaned_up_to)
-    if not installed:
-        for item in cleaned:
-            item.segment.close()
-    if cleaned:
+        output = CleanOutput(replacements, _empty_result(cleaned_up_to))
         try:
-            _finish(directory, cleaned, history)
-        except BaseException:
-            plog._cleaner_retry = functools.partial(_finish, directory, cleaned, history)
-            raise
+            discard_swap(fs, directory, output)
+        except OSError:
+            log.warning("%s: could not remove the files of a failed clean", directory)
+        raise
     result = CleanResult(
         segments_before=len(sealed),
         segments_after=segments_after,
@@ -525,20 +422,133 @@ def _clean(
         tombstones_dropped=tombstones,
         cleaned_up_to=cleaned_up_to,
     )
-    if cleaned:
-        log.info(
-            "%s: cleaned offsets below %d: %d -> %d segments, %d -> %d records, %d -> %d bytes",
-            directory, cleaned_up_to, result.segments_before, result.segments_after,
-            result.records_before, result.records_after, result.bytes_before, result.bytes_after,
+    return CleanOutput(replacements, result)
+
+
+def _empty_result(cleaned_up_to: int) -> CleanResult:
+    return CleanResult(0, 0, 0, 0, 0, 0, 0, cleaned_up_to)
+
+
+# --- the swap --------------------------------------------------------------------------
+
+
+def commit_swap(fs: FileSystem, directory: Path, output: CleanOutput) -> None:
+    """Step 2: rename every ``.cleaned`` to ``.swap`` and fsync the directory: the commit point."""
+    for item in output.replacements:
+        fs.rename(item.cleaned, item.swap)
+    fs.fsync_directory(directory)
+
+
+def discard_swap(fs: FileSystem, directory: Path, output: CleanOutput) -> None:
+    """Throw away an uncommitted clean's files; the old segments stay the log."""
+    output.close()
+    paths = [path for item in output.replacements for path in (item.cleaned, item.swap)]
+    _discard(fs, directory, paths)
+
+
+def discard_uncommitted(fs: FileSystem, directory: Path) -> int:
+    """Remove every ``.cleaned`` file of ``directory``: what a clean left before its commit point.
+
+    Only a clean in progress has such files, so between cleans they are leftovers.
+    """
+    paths = [
+        directory / name for name in fs.listdir(directory)
+        if (parsed := parse_temp_name(name)) is not None and parsed[1] == CLEANED_SUFFIX
+    ]
+    if paths:
+        _discard(fs, directory, paths)
+    return len(paths)
+
+
+def _discard(fs: FileSystem, directory: Path, paths: list[Path]) -> None:
+    for path in paths:
+        fs.unlink(path, missing_ok=True)
+    fs.fsync_directory(directory)
+
+
+def prepare_history(fs: FileSystem, directory: Path, history_dir: Path | None) -> Path | None:
+    """``history_dir/<partition dir name>``, created durably; refuses another filesystem."""
+    if history_dir is None:
+        return None
+    folder = history_folder(history_dir, directory)
+    fs.make_dirs(folder)
+    if fs.stat(folder).st_dev != fs.stat(directory).st_dev:
+        raise ValueError(f"history directory {folder} must be on the same filesystem as {directory}")
+    return folder
+
+
+def _retire(fs: FileSystem, path: Path, history: Path | None) -> None:
+    """Delete a replaced segment file, or move it into the history folder; idempotent."""
+    if not fs.exists(path):
+        return
+    if history is None:
+        fs.unlink(path)
+        return
+    target = history / path.name
+    if fs.exists(target):
+        fs.unlink(path)  # the history already holds the original this cleaned file came from
+    else:
+        fs.rename(path, target)
+
+
+def finish_swap(fs: FileSystem, directory: Path, output: CleanOutput, history: Path | None) -> None:
+    """Step 4: retire the replaced segments and give each cleaned one its final name.
+
+    Idempotent, so a failed finish can simply run again.
+    """
+    for item in output.replacements:
+        for old in item.replaces:
+            _retire(fs, old.path, history)
+        if fs.exists(item.swap):
+            fs.rename(item.swap, item.final)
+    _fsync_after_retiring(fs, directory, history)
+
+
+def _fsync_after_retiring(fs: FileSystem, directory: Path, history: Path | None) -> None:
+    """The history folder first: until the live directory's fsync the originals are still
+    there too, so a crash in between leaves a copy in both places, never in neither."""
+    if history is not None:
+        fs.fsync_directory(history)
+    fs.fsync_directory(directory)
+
+
+def recover_interrupted_clean(fs: FileSystem, directory: Path, history_dir: Path | None) -> tuple[int, int]:
+    """Resolve a clean a crash interrupted: ``(swaps completed, files removed)``.
+
+    See the module docstring for why the leftovers alone decide old state or new.
+    """
+    names = fs.listdir(directory)
+    temps = sorted(
+        (parsed, directory / name)
+        for name in names
+        if (parsed := parse_temp_name(name)) is not None and fs.is_file(directory / name)
+    )
+    if not temps:
+        return 0, 0
+    if any(suffix == CLEANED_SUFFIX for (_, suffix), _ in temps):
+        log.warning(
+            "%s: removing %d files of a clean that did not commit: %s",
+            directory, len(temps), ", ".join(path.name for _, path in temps),
         )
-    return result
-
-
-def _undo(plog: PartitionLog, paths: list[Path]) -> None:
-    """Roll back an uncommitted clean; if even that fails, the next clean retries it."""
-    retry = functools.partial(_discard, plog.directory, paths)
-    try:
-        retry()
-    except OSError:
-        log.exception("%s: could not remove the files of a failed clean", plog.directory)
-        plog._cleaner_retry = retry
+        _discard(fs, directory, [path for _, path in temps])
+        return 0, len(temps)
+    history = prepare_history(fs, directory, history_dir)
+    segments = sorted(
+        (base, directory / name)
+        for name in names
+        if (base := parse_segment_name(name)) is not None and fs.is_file(directory / name)
+    )
+    for (base, _), swap in temps:
+        scan = scan_segment(fs.read_bytes(swap), base, contiguous=False)
+        if scan.problem is not None or not scan.offsets:
+            raise CorruptLogError(f"{swap}: cleaned segment is invalid ({scan.problem or 'no batches'})")
+        replaced = [path for start, path in segments if base <= start < scan.next_offset]
+        log.warning(
+            "%s: completing an interrupted clean: %s replaces %s",
+            directory, swap.name, ", ".join(path.name for path in replaced) or "nothing left",
+        )
+        for path in replaced:
+            _retire(fs, path, history)
+        fs.rename(swap, directory / segment_name(base))
+    _fsync_after_retiring(fs, directory, history)
+    return len(temps), 0

@@ -1,28 +1,35 @@
-"""The ``__consumer_offsets`` log: one ``PartitionLog`` per partition, with group commit.
+"""The ``__consumer_offsets`` log: one ``PartitionLog`` per partition, with numbered appends.
 
 Groups map to partitions the way Kafka maps them (Java ``String.hashCode``), so one
 partition stays the unit of ownership if the coordinator is ever split across nodes.
 ``append`` is cheap and never waits for the disk; ``sync`` (run in a worker thread)
 fsyncs everything written so far in one go and reports the sequence number that is now
-durable, which is what lets many requests share one fsync (ARCHITECTURE.md invariant 2).
-``compact_all`` (also for a worker thread) runs the log cleaner over every partition.
+durable (a ``storage.journal.Journal``), which is what lets many requests share one fsync
+(ARCHITECTURE.md invariant 2). ``compact_all`` (also for a worker thread) runs the log
+cleaner over every partition.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from protocol.consumer_offsets import partition_for
-from protocol.records import RecordBatchError, iter_records, scan_batches
+from protocol.records import RecordBatchError, iter_records
 from storage.cleaner import CleanResult
+from storage.fs import REAL_FS, FileSystem
+from storage.journal import Journal
+from storage.layout import (
+    COORDINATOR_TOPIC,
+    coordinator_partition_dir,
+    parse_partition_dir,
+    partition_count_file,
+)
 from storage.partition import CorruptLogError, PartitionLog
-from storage.segment import fsync_directory
+from storage.walker import walk_bytes
 
 REPLAY_CHUNK = 8 << 20  # bytes of whole batches read per step at start-up
 
@@ -30,9 +37,7 @@ __all__ = ["TOPIC", "CoordinatorLog", "PartitionCountError"]
 
 log = logging.getLogger("kcoord.storage")
 
-TOPIC = "__consumer_offsets"
-_META_NAME = f"{TOPIC}.meta.json"
-_PARTITION_DIR = re.compile(rf"^{re.escape(TOPIC)}-(\d+)$")
+TOPIC = COORDINATOR_TOPIC
 
 
 class PartitionCountError(Exception):
@@ -48,26 +53,31 @@ class CoordinatorLog:
 
     A partition's directory is created on its first append. Thread safety: ``append`` from
     the event loop and ``sync`` or ``compact_all`` from worker threads may overlap; syncs
-    serialise. ``history_dir`` is handed to every partition log (see ``storage.cleaner``).
+    serialise. ``history_dir`` is handed to every partition log (see ``storage.cleaner``),
+    and so is ``fs``.
     """
 
     def __init__(
-        self, data_dir: Path, partitions: int, segment_bytes: int, *, history_dir: Path | None = None
+        self,
+        data_dir: Path,
+        partitions: int,
+        segment_bytes: int,
+        *,
+        history_dir: Path | None = None,
+        fs: FileSystem = REAL_FS,
     ) -> None:
         if partitions < 1:
             raise ValueError(f"partitions must be positive, got {partitions}")
+        self.fs = fs
         self.data_dir = Path(data_dir)
         self.partitions = partitions
         self.segment_bytes = segment_bytes
         self.history_dir = Path(history_dir) if history_dir is not None else None
         self._lock = threading.Lock()
-        self._sync_lock = threading.Lock()
+        self._journal = Journal()
         self._logs: dict[int, PartitionLog] = {}
-        self._dirty: set[int] = set()
-        self._written_seq = 0
-        self._durable_seq = 0
         self._closed = False
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fs.make_dirs(self.data_dir)
         self._check_partition_count()
         try:
             for p in sorted(self._existing_partitions()):
@@ -78,27 +88,26 @@ class CoordinatorLog:
 
     # --- layout -----------------------------------------------------------------------
 
-    def _partition_dir(self, partition: int) -> Path:
-        return self.data_dir / f"{TOPIC}-{partition}"
-
     def _open_partition(self, partition: int) -> PartitionLog:
         return PartitionLog.open(
-            self._partition_dir(partition), self.segment_bytes, history_dir=self.history_dir
+            coordinator_partition_dir(self.data_dir, partition), self.segment_bytes,
+            history_dir=self.history_dir, fs=self.fs,
         )
 
     def _existing_partitions(self) -> set[int]:
-        return {
-            int(match.group(1))
-            for path in self.data_dir.iterdir()
-            if (match := _PARTITION_DIR.match(path.name)) and path.is_dir()
-        }
+        found = set()
+        for name in self.fs.listdir(self.data_dir):
+            parsed = parse_partition_dir(name)
+            if parsed is not None and parsed[0] == TOPIC and self.fs.is_dir(self.data_dir / name):
+                found.add(parsed[1])
+        return found
 
     def _check_partition_count(self) -> None:
         """Refuse a changed count; record the count on first use (atomically, durably)."""
-        meta = self.data_dir / _META_NAME
-        if meta.exists():
+        meta = partition_count_file(self.data_dir)
+        if self.fs.exists(meta):
             try:
-                stored = json.loads(meta.read_text())["partitions"]
+                stored = json.loads(self.fs.read_bytes(meta))["partitions"]
             except (ValueError, KeyError, TypeError) as exc:
                 raise CorruptLogError(f"{meta}: unreadable metadata: {exc}") from exc
             if stored != self.partitions:
@@ -114,25 +123,19 @@ class CoordinatorLog:
                 f"{self.data_dir} has {TOPIC} partition directories {stray} but only "
                 f"{self.partitions} partitions are configured and {meta.name} is missing"
             )
-        tmp = meta.with_name(meta.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"partitions": self.partitions}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, meta)
-        fsync_directory(self.data_dir)
+        self.fs.write_atomically(meta, json.dumps({"partitions": self.partitions}).encode())
 
     # --- writing ----------------------------------------------------------------------
 
     @property
     def written_seq(self) -> int:
         """Number of appends so far; ``sync`` makes a prefix of them durable."""
-        return self._written_seq
+        return self._journal.written_seq
 
     @property
     def durable_seq(self) -> int:
         """Every append numbered up to this one is fsynced."""
-        return self._durable_seq
+        return self._journal.durable_seq
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
@@ -146,9 +149,10 @@ class CoordinatorLog:
     ) -> int:
         """Write ``records`` as one batch to the group's partition; returns its seq.
 
-        Not durable until a ``sync`` returns a seq at least this large.
+        Not durable until a ``sync`` returns a seq at least this large. An ``OSError`` means
+        the write failed (the partition's file is cut back to before it).
         """
-        partition = self.partition_of(group_id)
+        partition = partition_for(group_id, self.partitions)
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.data_dir}: {TOPIC} log is closed")
@@ -157,32 +161,11 @@ class CoordinatorLog:
                 plog = self._open_partition(partition)
                 self._logs[partition] = plog
             plog.append(records, timestamp_ms)
-            self._dirty.add(partition)
-            self._written_seq += 1
-            return self._written_seq
+            return self._journal.mark(plog)
 
     def sync(self) -> int:
-        """fsync every partition written since the last sync; returns the durable seq.
-
-        The target seq and the dirty set are taken together under the lock before any
-        fsync, so an append racing with this sync is simply left for the next one. Syncs
-        run one at a time, so a sync that finds nothing dirty cannot report a seq that an
-        earlier, still running sync has not made durable yet.
-        """
-        with self._sync_lock:
-            with self._lock:
-                target = self._written_seq
-                dirty = sorted(self._dirty)
-                self._dirty.clear()
-            try:
-                for partition in dirty:
-                    self._logs[partition].flush()
-            except BaseException:
-                with self._lock:
-                    self._dirty.update(dirty)
-                raise
-            self._durable_seq = max(self._durable_seq, target)
-            return self._durable_seq
+        """fsync every partition written since the last sync; returns the durable seq."""
+        return self._journal.sync()
 
     # --- compaction -------------------------------------------------------------------
 
@@ -226,7 +209,9 @@ class CoordinatorLog:
         """Yield ``(key, value, timestamp)`` for every record, partition by partition.
 
         Within a partition records come in offset order, which is all replay needs: a
-        group's records all live in one partition. A None value is a tombstone.
+        group's records all live in one partition. A None value is a tombstone. Recovery
+        checked every batch's framing and CRC when the log was opened; ``iter_records``
+        checks each CRC again as it decodes.
         """
         for partition in sorted(self._logs):
             plog = self._logs[partition]
@@ -236,8 +221,7 @@ class CoordinatorLog:
                 chunk = plog.read_raw(offset, REPLAY_CHUNK)
                 if not chunk:
                     break
-                batches, _ = scan_batches(chunk)
-                for pos, header in batches:
+                for pos, header in walk_bytes(chunk, verify_crc=False):
                     raw = memoryview(chunk)[pos : pos + header.size]
                     try:
                         records = iter_records(raw)

@@ -16,15 +16,14 @@ increase, and each segment must end exactly where the next one begins.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from protocol.records import (
-    HEADER_SIZE,
     MAGIC,
     RecordBatch,
     RecordBatchError,
@@ -34,19 +33,28 @@ from protocol.records import (
     peek_batch_header,
     rewrite_base_offset,
 )
-from storage.cleaner import recover_interrupted_clean
+from storage.cleaner import (
+    CleanOutput,
+    CleanPolicy,
+    CleanResult,
+    clean_segments,
+    commit_swap,
+    discard_swap,
+    discard_uncommitted,
+    finish_swap,
+    prepare_history,
+    recover_interrupted_clean,
+)
+from storage.fs import REAL_FS, FileSystem
+from storage.layout import parse_segment_name
 from storage.segment import (
     CorruptLogError,
     Segment,
     SegmentView,
-    fsync_directory,
     later_valid_batch,
-    parse_segment_name,
     scan_segment,
 )
-
-if TYPE_CHECKING:
-    from storage.cleaner import CleanResult
+from storage.walker import walk_file
 
 __all__ = ["CorruptLogError", "OffsetOutOfRangeError", "PartitionLog", "RecoveryReport"]
 
@@ -81,11 +89,15 @@ class PartitionLog:
     segment once the active one would grow past ``segment_bytes``. ``history_dir``, when
     set, is where replaced segment files go instead of being deleted (see
     ``storage.cleaner``); recovery needs it too, since it may finish an interrupted clean.
+    Every file operation goes through ``fs``.
     """
 
-    def __init__(self, directory: Path, segment_bytes: int, *, history_dir: Path | None = None) -> None:
+    def __init__(
+        self, directory: Path, segment_bytes: int, *, history_dir: Path | None = None, fs: FileSystem = REAL_FS
+    ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
+        self.fs = fs
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
         self.history_dir = Path(history_dir) if history_dir is not None else None
@@ -104,31 +116,32 @@ class PartitionLog:
         self._cleaned_up_to = 0
         #: Disk work a failed clean left behind (finish a committed swap, or delete
         #: uncommitted files); the next clean retries it before doing anything else.
-        self._cleaner_retry: Callable[[], None] | None = None
+        self._cleaner_retry: Callable[[], object] | None = None
         self.recovery = self._recover()
         self._cleaned_up_to = self.log_start_offset
 
     @classmethod
-    def open(cls, directory: Path, segment_bytes: int, *, history_dir: Path | None = None) -> PartitionLog:
+    def open(
+        cls, directory: Path, segment_bytes: int, *, history_dir: Path | None = None, fs: FileSystem = REAL_FS
+    ) -> PartitionLog:
         """Open (creating if needed) and recover the log in ``directory``."""
-        return cls(directory, segment_bytes, history_dir=history_dir)
+        return cls(directory, segment_bytes, history_dir=history_dir, fs=fs)
 
     # --- recovery ---------------------------------------------------------------------
 
     def _recover(self) -> RecoveryReport:
         """Scan every segment, cut a torn tail, build the index; raise on real corruption."""
-        if not self.directory.is_dir():
-            self.directory.mkdir(parents=True)
-            fsync_directory(self.directory.parent)
-        swaps, removed = recover_interrupted_clean(self.directory, self.history_dir)
+        fs = self.fs
+        fs.make_dirs(self.directory)
+        swaps, removed = recover_interrupted_clean(fs, self.directory, self.history_dir)
         found = sorted(
-            (base, path)
-            for path in self.directory.iterdir()
-            if (base := parse_segment_name(path.name)) is not None and path.is_file()
+            (base, self.directory / name)
+            for name in fs.listdir(self.directory)
+            if (base := parse_segment_name(name)) is not None and fs.is_file(self.directory / name)
         )
         if not found:
-            self._segments.append(Segment.create(self.directory, 0))
-            fsync_directory(self.directory)
+            self._segments.append(Segment.create(fs, self.directory, 0))
+            fs.fsync_directory(self.directory)
             return RecoveryReport(1, 0, 0, None, swaps, removed)
         try:
             report = self._recover_segments(found)
@@ -154,7 +167,7 @@ class PartitionLog:
                     f"{path}: segment starts at offset {base} but the previous segment "
                     f"ends at offset {expected} (missing or overlapping segment)"
                 )
-            data = path.read_bytes()
+            data = self.fs.read_bytes(path)
             # Only the cleaner leaves gaps, and it never rewrites the active segment, so the
             # last segment stays strictly contiguous (a damaged base offset there is caught).
             scan = scan_segment(data, base, contiguous=is_last)
@@ -170,7 +183,7 @@ class PartitionLog:
                         f"{path}: corrupt data at byte {scan.valid_bytes} ({scan.problem}) is "
                         f"followed by a valid batch at byte {later}; this is not a torn tail"
                     )
-            segment = Segment.open(path, base, scan)
+            segment = Segment.open(self.fs, path, base, scan)
             self._segments.append(segment)
             if scan.valid_bytes < len(data):
                 truncated = len(data) - scan.valid_bytes
@@ -194,6 +207,10 @@ class PartitionLog:
     def next_offset(self) -> int:
         """Log end offset: the offset the next appended record gets."""
         return self._segments[-1].next_offset
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def size_bytes(self) -> int:
@@ -257,12 +274,12 @@ class PartitionLog:
         old = self._segments[-1]
         old.fsync()
         self._dirty.discard(old)
-        new = Segment.create(self.directory, old.next_offset)
+        new = Segment.create(self.fs, self.directory, old.next_offset)
         try:
-            fsync_directory(self.directory)
+            self.fs.fsync_directory(self.directory)
         except BaseException:
             new.close()
-            new.path.unlink(missing_ok=True)
+            self.fs.unlink(new.path, missing_ok=True)
             raise
         self._segments.append(new)
         return new
@@ -328,9 +345,9 @@ class PartitionLog:
                 gone = {id(segment) for segment in doomed}
                 self._segments = [s for s in self._segments if id(s) not in gone]
             for segment in doomed:
-                segment.path.unlink(missing_ok=True)
+                self.fs.unlink(segment.path, missing_ok=True)
                 self._newest.pop(segment.path, None)
-            fsync_directory(self.directory)
+            self.fs.fsync_directory(self.directory)
             log.info("%s: retention deleted %d segments; log starts at offset %d",
                      self.directory.name, len(doomed), self.log_start_offset)
             return len(doomed)
@@ -353,20 +370,69 @@ class PartitionLog:
         cached = self._newest.get(segment.path)
         if cached is not None and cached[0] == segment.size:
             return cached[1]
-        newest = -1
-        for pos in segment.positions:
-            newest = max(newest, peek_batch_header(segment.read(pos, HEADER_SIZE)).max_timestamp)
+        newest = max((header.max_timestamp for _, header in walk_file(segment.file.pread, segment.size)),
+                     default=-1)
         self._newest[segment.path] = (segment.size, newest)
         return newest
 
     def compact(self, now_ms: int, delete_retention_ms: int) -> CleanResult:
-        """Compact the sealed segments (see ``storage.cleaner.clean_log``); appends carry on.
+        """Compact the sealed segments (``storage.cleaner``) and swap them in; appends carry on.
 
-        Replaced segment files go to ``history_dir`` when the log was opened with one.
+        Cleans of one log run one at a time. Replaced segment files go to ``history_dir``
+        when the log was opened with one. A failure before the commit point leaves the old
+        segments; one after it leaves the new ones in memory, and the next clean first
+        finishes the swap on disk.
         """
-        from storage.cleaner import clean_log
+        policy = CleanPolicy(now_ms, delete_retention_ms, self.segment_bytes)
+        fs, directory = self.fs, self.directory
+        with self._clean_lock:
+            if self._cleaner_retry is not None:
+                self._cleaner_retry()
+                self._cleaner_retry = None
+            sealed, active = self._cleaner_views()
+            try:
+                history = prepare_history(fs, directory, self.history_dir) if sealed else None
+                output = clean_segments(fs, directory, sealed, active, policy)
+            except BaseException:
+                # Whatever .cleaned files it could not remove go before the next clean.
+                self._cleaner_retry = functools.partial(discard_uncommitted, fs, directory)
+                raise
+            finally:
+                for view in [*sealed, active]:
+                    view.close()
+            if output.replacements:
+                self._swap(output, history)
+            return output.result
 
-        return clean_log(self, now_ms, delete_retention_ms, history_dir=self.history_dir)
+    def _swap(self, output: CleanOutput, history: Path | None) -> None:
+        """Commit the cleaned files, install them in memory, then finish the swap on disk."""
+        fs, directory = self.fs, self.directory
+        try:
+            with self._lock:
+                if self._closed:
+                    raise ValueError(f"{directory}: log closed during a clean")
+            commit_swap(fs, directory, output)
+        except BaseException:
+            undo = functools.partial(discard_swap, fs, directory, output)
+            try:
+                undo()
+            except OSError:
+                log.exception("%s: could not remove the files of a failed clean", directory)
+                self._cleaner_retry = undo
+            raise
+        if not self._install_cleaned(output):
+            output.close()
+        try:
+            finish_swap(fs, directory, output, history)
+        except BaseException:
+            self._cleaner_retry = functools.partial(finish_swap, fs, directory, output, history)
+            raise
+        result = output.result
+        log.info(
+            "%s: cleaned offsets below %d: %d -> %d segments, %d -> %d records, %d -> %d bytes",
+            directory, result.cleaned_up_to, result.segments_before, result.segments_after,
+            result.records_before, result.records_after, result.bytes_before, result.bytes_after,
+        )
 
     def dirty_ratio(self) -> float:
         """Share of sealed bytes written since the last clean: Kafka's cleanable ratio.
@@ -399,7 +465,7 @@ class PartitionLog:
                 raise
         return views[:-1], views[-1]
 
-    def _install_cleaned(self, replacements: list[tuple[list[Segment], Segment]], cleaned_up_to: int) -> bool:
+    def _install_cleaned(self, output: CleanOutput) -> bool:
         """Put cleaned segments in place of the runs they replace; the only step under the lock.
 
         Returns False (installing nothing) if the log was closed meanwhile.
@@ -407,24 +473,24 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 return False
-            by_first = {id(old[0]): (old, new) for old, new in replacements}
+            by_first = {id(item.replaces[0]): item for item in output.replacements}
             segments: list[Segment] = []
             i = 0
             while i < len(self._segments):
-                entry = by_first.pop(id(self._segments[i]), None)
-                if entry is None:
+                item = by_first.pop(id(self._segments[i]), None)
+                if item is None:
                     segments.append(self._segments[i])
                     i += 1
                     continue
-                old, new = entry
+                old = item.replaces
                 if self._segments[i : i + len(old)] != old:  # Segment compares by identity
                     raise RuntimeError(f"{self.directory}: segments changed under the cleaner")
-                segments.append(new)
+                segments.append(item.segment)
                 i += len(old)
             if by_first:
                 raise RuntimeError(f"{self.directory}: cleaned segments no longer in the log")
             self._segments = segments
-            self._cleaned_up_to = max(self._cleaned_up_to, cleaned_up_to)
+            self._cleaned_up_to = max(self._cleaned_up_to, output.result.cleaned_up_to)
             return True
 
     # --- reading ----------------------------------------------------------------------

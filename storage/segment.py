@@ -1,9 +1,9 @@
-"""One segment file of a partition log: naming, a batch index, blocking I/O and scanning.
+"""One segment file of a partition log: a batch index, blocking I/O, and judging its bytes.
 
-A segment is ``{base_offset:020d}.log``, a plain concatenation of v2 record batches,
-exactly as Kafka lays them out. This module knows how to read and write one file and
-how to judge its bytes; the policy (truncate a torn tail or refuse to start) lives in
-``storage.partition`` because it depends on where the segment sits in the log.
+A segment is ``{base_offset:020d}.log`` (names: ``storage.layout``), a plain concatenation
+of v2 record batches, exactly as Kafka lays them out. This module knows how to read and
+write one file and how to judge its bytes; the policy (truncate a torn tail or refuse to
+start) lives in ``storage.partition`` because it depends on where the segment sits in the log.
 
 Offsets inside a segment only ever grow. The active segment is written contiguously
 (each batch starts where the previous one ended); a segment rewritten by the cleaner
@@ -14,7 +14,7 @@ that hold no record, exactly like a compacted Kafka segment.
 from __future__ import annotations
 
 import bisect
-import os
+import errno
 import re
 import struct
 from dataclasses import dataclass
@@ -22,37 +22,20 @@ from pathlib import Path
 
 import crc32c
 
-from protocol.records import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
-    MIN_BATCH_LENGTH,
-    peek_batch_header,
-    scan_batches,
-)
+from protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, peek_batch_header
+from storage.fs import Buffer, File, FileSystem
+from storage.layout import segment_name
+from storage.walker import walk_bytes
 
 __all__ = [
-    "CLEANED_SUFFIX",
-    "SEGMENT_SUFFIX",
-    "SWAP_SUFFIX",
     "CorruptLogError",
     "Segment",
     "SegmentScan",
     "SegmentView",
-    "fsync_directory",
     "later_valid_batch",
-    "parse_segment_name",
-    "parse_temp_name",
     "scan_segment",
-    "segment_name",
 ]
 
-SEGMENT_SUFFIX = ".log"
-#: Suffixes the cleaner appends to a segment name while it swaps segments (see storage.cleaner).
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-_TEMP_NAME = re.compile(r"^(\d{20})\.log(\.cleaned|\.swap)$")
 #: The magic byte sits this far into a batch header; forward scans key on it.
 _MAGIC_OFFSET = 16
 _CRC_COVERS_FROM = 21
@@ -64,32 +47,6 @@ _UINT32 = struct.Struct(">I")
 
 class CorruptLogError(Exception):
     """The log is damaged somewhere a crash cannot explain; the broker must not start."""
-
-
-def segment_name(base_offset: int) -> str:
-    """Kafka's file name for a segment: zero padded so names sort like offsets."""
-    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
-
-
-def parse_segment_name(name: str) -> int | None:
-    """Base offset encoded in a segment file name, or None for any other file."""
-    match = _SEGMENT_NAME.match(name)
-    return int(match.group(1)) if match else None
-
-
-def parse_temp_name(name: str) -> tuple[int, str] | None:
-    """``(base_offset, suffix)`` of a cleaner's ``.log.cleaned`` or ``.log.swap`` file, else None."""
-    match = _TEMP_NAME.match(name)
-    return (int(match.group(1)), match.group(2)) if match else None
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make created, renamed or removed directory entries durable (a file fsync is not enough)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- judging a segment's bytes --------------------------------------------------------
@@ -122,14 +79,15 @@ def scan_segment(data: bytes, base_offset: int, *, contiguous: bool = True) -> S
     cleaner may have rewritten) offsets must strictly increase, so gaps are allowed but a
     batch that goes back or overlaps is not.
     """
-    found, valid = scan_batches(data)
+    walk = walk_bytes(data)
     offsets: list[int] = []
     positions: list[int] = []
     ends: list[int] = []
     gapped = False
     expected = base_offset
+    valid = 0
     problem: str | None = None
-    for pos, header in found:
+    for pos, header in walk:
         if contiguous and header.base_offset != expected:
             problem = f"batch at byte {pos} has base offset {header.base_offset}, expected {expected}"
         elif header.base_offset < expected:
@@ -140,34 +98,16 @@ def scan_segment(data: bytes, base_offset: int, *, contiguous: bool = True) -> S
         elif header.last_offset_delta < 0:
             problem = f"batch at byte {pos} has negative last_offset_delta {header.last_offset_delta}"
         if problem is not None:
-            valid = pos
             break
         gapped = gapped or header.base_offset != expected
         offsets.append(header.base_offset)
         positions.append(pos)
         ends.append(header.next_offset)
         expected = header.next_offset
+        valid = walk.valid_bytes
     else:
-        if valid < len(data):
-            problem = _describe_stop(data, valid)
+        problem = walk.describe_stop()
     return SegmentScan(offsets, positions, expected, valid, problem, ends if gapped else None)
-
-
-def _describe_stop(data: bytes, pos: int) -> str:
-    """Human reason why ``scan_batches`` stopped at ``pos``, for the log line or error."""
-    rest = len(data) - pos
-    if data.count(0, pos) == rest:
-        return f"{rest} zero bytes at byte {pos} (preallocated or unwritten tail)"
-    if rest < HEADER_SIZE:
-        return f"only {rest} bytes at byte {pos}, short of a {HEADER_SIZE}-byte batch header"
-    header = peek_batch_header(data, pos)
-    if header.magic != MAGIC:
-        return f"bad magic {header.magic} at byte {pos}"
-    if header.batch_length < MIN_BATCH_LENGTH:
-        return f"batch_length {header.batch_length} too small at byte {pos}"
-    if pos + header.size > len(data):
-        return f"batch at byte {pos} claims {header.size} bytes but only {rest} remain"
-    return f"CRC mismatch in batch at byte {pos}"
 
 
 def _valid_batch_at(data: bytes, pos: int, min_base_offset: int) -> bool:
@@ -237,18 +177,18 @@ class Segment:
     batch's next offset there so a read that starts in a gap skips to the next batch.
 
     A segment the cleaner replaced is not closed explicitly, because a reader may still be
-    iterating over it; its descriptor is closed when the last reference goes away.
+    iterating over it; its file is closed when the last reference goes away.
     """
 
     __slots__ = (
-        "_fd", "base_offset", "batch_ends", "next_offset", "offsets", "path", "positions", "size",
+        "base_offset", "batch_ends", "file", "next_offset", "offsets", "path", "positions", "size",
     )
 
     def __init__(
         self,
         path: Path,
         base_offset: int,
-        fd: int,
+        file: File,
         size: int,
         offsets: list[int],
         positions: list[int],
@@ -257,7 +197,7 @@ class Segment:
     ) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd = fd
+        self.file = file
         self.size = size
         self.offsets = offsets
         self.positions = positions
@@ -265,23 +205,25 @@ class Segment:
         self.batch_ends = batch_ends
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int) -> Segment:
+    def create(cls, fs: FileSystem, directory: Path, base_offset: int) -> Segment:
         """A new empty segment; the caller fsyncs the directory to make the name durable."""
         path = directory / segment_name(base_offset)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        return cls(path, base_offset, fd, 0, [], [], base_offset)
+        return cls(path, base_offset, fs.open(path, create=True), 0, [], [], base_offset)
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, scan: SegmentScan, *, file: Path | None = None) -> Segment:
-        """Open a recovered file whose first ``scan.valid_bytes`` are known good.
+    def open(cls, fs: FileSystem, path: Path, base_offset: int, scan: SegmentScan) -> Segment:
+        """Open a recovered file whose first ``scan.valid_bytes`` are known good."""
+        return cls.adopt(path, base_offset, fs.open(path), scan)
 
-        ``file`` is where the bytes are now, when that is not yet ``path`` (a cleaned
-        segment still named ``.swap``); the descriptor follows the file through the rename.
+    @classmethod
+    def adopt(cls, path: Path, base_offset: int, file: File, scan: SegmentScan) -> Segment:
+        """A segment over an already open ``file`` (the cleaner's, still named ``.cleaned``).
+
+        ``path`` is the name the file will have; the handle follows it through renames.
         """
-        fd = os.open(file or path, os.O_RDWR | os.O_APPEND)
         ends = list(scan.batch_ends) if scan.batch_ends is not None else None
         return cls(
-            path, base_offset, fd, scan.valid_bytes, list(scan.offsets), list(scan.positions),
+            path, base_offset, file, scan.valid_bytes, list(scan.offsets), list(scan.positions),
             scan.next_offset, ends,
         )
 
@@ -307,19 +249,19 @@ class Segment:
             return index + 1  # offset falls in a gap the cleaner left after this batch
         return index
 
-    def append(self, data: bytes, base_offset: int, next_offset: int) -> int:
-        """Write one whole batch with one ``os.write``; returns its position.
+    def append(self, data: Buffer, base_offset: int, next_offset: int) -> int:
+        """Write one whole batch with one write call; returns its position.
 
         If the write fails or comes up short the file is cut back, so a later append never
         lands behind half a batch (which recovery would take for mid-log corruption).
         """
         pos = self.size
         try:
-            written = os.write(self._fd, data)
+            written = self.file.write(data)
             if written != len(data):
-                raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
+                raise OSError(errno.EIO, f"short write: {written} of {len(data)} bytes", str(self.path))
         except BaseException:
-            os.ftruncate(self._fd, pos)
+            self.file.truncate(pos)
             raise
         # Index before size: a reader in another thread computes a batch's end from the next
         # position, or from ``size`` only while no next position exists yet.
@@ -333,48 +275,39 @@ class Segment:
 
     def read(self, pos: int, length: int) -> bytes:
         """Exactly ``length`` bytes at ``pos``; a short read means the file changed under us."""
-        data = os.pread(self._fd, length, pos)
+        data = self.file.pread(length, pos)
         if len(data) != length:
             raise OSError(f"{self.path}: wanted {length} bytes at {pos}, file gave {len(data)}")
         return data
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes and make the cut durable."""
-        os.ftruncate(self._fd, size)
-        os.fsync(self._fd)
+        self.file.truncate(size)
+        self.file.fsync()
 
     def view(self) -> SegmentView:
-        """The batches written so far plus a private descriptor to read them with.
+        """The batches written so far plus a private handle to read them with.
 
         The cleaner reads through it without the log's lock, so ``close`` (or a replaced
-        segment being dropped) cannot pull the descriptor from under it.
+        segment being dropped) cannot pull the file from under it.
         """
-        if self._fd < 0:
+        if self.file.closed:
             raise ValueError(f"{self.path}: segment is closed")
-        return SegmentView(self, os.dup(self._fd), self.batch_count, self.size)
+        return SegmentView(self, self.file.dup(), self.batch_count, self.size)
 
     def fsync(self) -> None:
-        os.fsync(self._fd)
+        self.file.fsync()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __del__(self) -> None:
-        # Replaced segments are dropped rather than closed (a reader may still hold one).
-        try:
-            self.close()
-        except (OSError, AttributeError, TypeError):
-            pass
+        self.file.close()
 
 
 @dataclass(frozen=True, slots=True)
 class SegmentView:
-    """A fixed prefix of a segment (``batch_count`` batches, ``size`` bytes) and an fd to read it."""
+    """A fixed prefix of a segment (``batch_count`` batches, ``size`` bytes) and a handle to read it."""
 
     segment: Segment
-    fd: int
+    file: File
     batch_count: int
     size: int
 
@@ -383,10 +316,10 @@ class SegmentView:
         return self.segment.positions[index + 1] if index + 1 < self.batch_count else self.size
 
     def read(self, pos: int, length: int) -> bytes:
-        data = os.pread(self.fd, length, pos)
+        data = self.file.pread(length, pos)
         if len(data) != length:
             raise OSError(f"{self.segment.path}: wanted {length} bytes at {pos}, file gave {len(data)}")
         return data
 
     def close(self) -> None:
-        os.close(self.fd)
+        self.file.close()

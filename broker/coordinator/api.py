@@ -52,6 +52,7 @@ from broker.coordinator.requests import (
     SyncGroupResult,
 )
 from broker.coordinator.shard import GroupCoordinatorShard
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -484,24 +485,26 @@ def error_result(request: TypedRequest, error: ErrorCode) -> Result:
 # ---------------------------------------------------------------------- the table
 
 
-#: api key -> how it reaches the shard. Keys are Kafka's API keys.
+#: API -> how it reaches the shard.
 BINDINGS: dict[int, Binding] = {
-    8: Binding("OffsetCommit", decode_offset_commit, GroupCoordinatorShard.offset_commit, encode_offset_commit),
-    9: Binding("OffsetFetch", decode_offset_fetch, GroupCoordinatorShard.offset_fetch, encode_offset_fetch),
-    11: Binding("JoinGroup", decode_join_group, GroupCoordinatorShard.join_group, encode_join_group),
-    12: Binding("Heartbeat", decode_heartbeat, GroupCoordinatorShard.heartbeat, encode_heartbeat),
-    13: Binding("LeaveGroup", decode_leave_group, GroupCoordinatorShard.leave_group, encode_leave_group),
-    14: Binding("SyncGroup", decode_sync_group, GroupCoordinatorShard.sync_group, encode_sync_group),
-    15: Binding("DescribeGroups", decode_describe_groups, GroupCoordinatorShard.describe_groups,
+    ApiKey.OFFSET_COMMIT: Binding("OffsetCommit", decode_offset_commit, GroupCoordinatorShard.offset_commit, encode_offset_commit),
+    ApiKey.OFFSET_FETCH: Binding("OffsetFetch", decode_offset_fetch, GroupCoordinatorShard.offset_fetch, encode_offset_fetch),
+    ApiKey.JOIN_GROUP: Binding("JoinGroup", decode_join_group, GroupCoordinatorShard.join_group, encode_join_group),
+    ApiKey.HEARTBEAT: Binding("Heartbeat", decode_heartbeat, GroupCoordinatorShard.heartbeat, encode_heartbeat),
+    ApiKey.LEAVE_GROUP: Binding("LeaveGroup", decode_leave_group, GroupCoordinatorShard.leave_group, encode_leave_group),
+    ApiKey.SYNC_GROUP: Binding("SyncGroup", decode_sync_group, GroupCoordinatorShard.sync_group, encode_sync_group),
+    ApiKey.DESCRIBE_GROUPS: Binding("DescribeGroups", decode_describe_groups, GroupCoordinatorShard.describe_groups,
                 encode_describe_groups),
-    16: Binding("ListGroups", decode_list_groups, GroupCoordinatorShard.list_groups, encode_list_groups),
-    42: Binding("DeleteGroups", decode_delete_groups, GroupCoordinatorShard.delete_groups, encode_delete_groups),
-    47: Binding("OffsetDelete", decode_offset_delete, GroupCoordinatorShard.offset_delete, encode_offset_delete),
-    68: Binding("ConsumerGroupHeartbeat", decode_consumer_group_heartbeat,
-                GroupCoordinatorShard.consumer_group_heartbeat, encode_consumer_group_heartbeat),
-    69: Binding("ConsumerGroupDescribe", decode_consumer_group_describe,
-                GroupCoordinatorShard.consumer_group_describe, encode_consumer_group_describe),
+    ApiKey.LIST_GROUPS: Binding("ListGroups", decode_list_groups, GroupCoordinatorShard.list_groups, encode_list_groups),
+    ApiKey.DELETE_GROUPS: Binding("DeleteGroups", decode_delete_groups, GroupCoordinatorShard.delete_groups, encode_delete_groups),
+    ApiKey.OFFSET_DELETE: Binding("OffsetDelete", decode_offset_delete, GroupCoordinatorShard.offset_delete, encode_offset_delete),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Binding(
+        "ConsumerGroupHeartbeat", decode_consumer_group_heartbeat, GroupCoordinatorShard.consumer_group_heartbeat,
+        encode_consumer_group_heartbeat),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Binding(
+        "ConsumerGroupDescribe", decode_consumer_group_describe, GroupCoordinatorShard.consumer_group_describe,
+        encode_consumer_group_describe),
 }
 
 #: The APIs of the KIP-848 consumer protocol, offered when group.coordinator.rebalance.protocols names it.
-CONSUMER_PROTOCOL_APIS = frozenset({68, 69})
+CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})

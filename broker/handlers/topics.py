@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from broker.context import BrokerContext
@@ -143,8 +142,8 @@ def handle_create_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Req
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def handle_delete_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
-                         on_deleted: Callable[[str], None]) -> dict[str, Any]:
+def handle_delete_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+    """Delete topics; the catalogue's listeners hear of each (the coordinator drops their offsets)."""
     version = request.header.api_version
     body = request.body
     if version >= 6:
@@ -162,19 +161,17 @@ def handle_delete_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Req
             entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID))
         else:
             catalog.delete(topic.name)
-            on_deleted(topic.name)
             entry.update(name=topic.name, topic_id=topic.topic_id, error_code=0)
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def handle_create_partitions(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
-                             on_added: Callable[[str, dict[int, int]], None] | None = None) -> dict[str, Any]:
-    """Grow topics; ``on_added(topic, {new partition: log start offset})`` runs for each grown one.
+def handle_create_partitions(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+    """Grow topics; the catalogue's listeners hear of each grown one as it grows.
 
-    The caller answers only once whatever ``on_added`` records is durable, and nothing
-    awaits between creating the partitions and the callback, so no record can reach a new
-    partition before the coordinator has seen it.
+    The caller answers only once whatever the listeners recorded is durable, and nothing
+    awaits between creating the partitions and telling the listeners, so no record can
+    reach a new partition before the coordinator has seen it.
     """
     body = request.body
     names = [t.name for t in body.topics]
@@ -188,12 +185,6 @@ def handle_create_partitions(ctx: BrokerContext, catalog: TopicCatalog, request:
         ):
             error, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"replicas must be exactly [{ctx.node_id}]"
         else:
-            topic = catalog.get(wanted.name)
-            before = len(topic.partitions) if topic is not None else 0
             error, message = catalog.add_partitions(wanted.name, wanted.count, bool(body.validate_only))
-            if error is ErrorCode.NONE and topic is not None and on_added is not None \
-                    and len(topic.partitions) > before:
-                on_added(wanted.name, {index: topic.partitions[index].log_start_offset
-                                       for index in range(before, len(topic.partitions))})
         results.append({"name": wanted.name, "error_code": int(error), "error_message": message})
     return {"throttle_time_ms": 0, "results": results}

@@ -1,4 +1,8 @@
-"""The group service's counters: commits, records, fsyncs, rebalances, expiry and cleaning."""
+"""The group service's counters: commits, records, fsyncs, rebalances, expiry and cleaning.
+
+Cleaning runs as the service's maintenance jobs in a ``storage.maintenance`` scheduler,
+as the server runs them.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from broker.handlers import groups
 from broker.router import Router
 from broker.slots import Slot
 from protocol.codec import decode_response, encode_request
+from storage.maintenance import Maintenance
 
 
 async def _call(router: Router, api_key: int, version: int, body: dict[str, Any]) -> Any:
@@ -51,6 +56,7 @@ async def test_counters_follow_commits_rebalances_expiry_and_cleaning(tmp_path: 
     groups.register(router, service)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
+        await nursery.start(Maintenance(service.maintenance_jobs()).run)
         for offset in range(40):
             reply = await _call(router, 8, 8, _commit_body(offset))
             assert [p.error_code for t in reply.topics for p in t.partitions] == [0, 0]

@@ -17,7 +17,6 @@ from broker.metrics import (
     REQUEST_BUCKETS,
     Family,
     Histogram,
-    collect,
     escape_label_value,
     format_value,
     render,
@@ -25,6 +24,7 @@ from broker.metrics import (
 from broker.router import Close, Router
 from broker.server import Server
 from broker.slots import Slot
+from protocol.api_keys import ApiKey
 from protocol.codec import encode_request
 from tests.support.prometheus import parse
 
@@ -154,7 +154,7 @@ def test_refused_requests_are_counted_by_reason() -> None:
     def broken(_request: object, _peer: str) -> None:
         raise RuntimeError("a bug")
 
-    router.register(12, broken)
+    router.register(ApiKey.HEARTBEAT, broken)
     beat = encode_request(12, 3, 1, {"group_id": "g", "generation_id": 1, "member_id": "m",
                                      "group_instance_id": None}, "c")
     assert isinstance(router.route(beat[4:], "peer:1"), Close)
@@ -166,7 +166,7 @@ def test_a_reply_that_waited_is_timed_when_it_is_sent() -> None:
     router = _router()
     slot = Slot(12, 3, 1)
 
-    router.register(12, lambda _request, _peer: slot)
+    router.register(ApiKey.HEARTBEAT, lambda _request, _peer: slot)
     beat = encode_request(12, 3, 1, {"group_id": "g", "generation_id": 1, "member_id": "m",
                                      "group_instance_id": None}, "c")
     assert router.route(beat[4:], "peer:1") is slot
@@ -187,7 +187,7 @@ def _scrape_real_server() -> str:
             server = Server(Config(), "127.0.0.1", 0, Path(data_dir))
             async with trio.open_nursery() as nursery:
                 await nursery.start(server.serve)
-                text = render(collect(server))
+                text = render(server.collect())
                 server.shutdown()
             return text
 

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
-import os
 import shutil
 import struct
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import storage.cleaner as cleaner
 from protocol.consumer_offsets import (
     GroupKey,
     OffsetKey,
@@ -30,8 +26,9 @@ from protocol.consumer_offsets import (
 )
 from protocol.records import Record, encode_batch, iter_batches, peek_batch_header
 from storage.coordinator_log import CoordinatorLog
+from storage.faultfs import MUTATIONS, Fault, FaultyFileSystem
+from storage.layout import CLEANED_SUFFIX, SWAP_SUFFIX, parse_segment_name
 from storage.partition import CorruptLogError, PartitionLog
-from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, fsync_directory, parse_segment_name
 
 Entry = tuple[int, bytes | None, bytes | None]  # (offset, key, value)
 
@@ -108,9 +105,11 @@ def temp_files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)))
 
 
-def build(directory: Path, n: int = 120, keys: int = 6, segment_bytes: int = 400) -> tuple[PartitionLog, Model]:
+def build(
+    directory: Path, n: int = 120, keys: int = 6, segment_bytes: int = 400, fs: FaultyFileSystem | None = None
+) -> tuple[PartitionLog, Model]:
     """A log of updates to a few keys, with a tombstone every 7th record, over many segments."""
-    log = PartitionLog.open(directory, segment_bytes)
+    log = PartitionLog.open(directory, segment_bytes) if fs is None else PartitionLog.open(directory, segment_bytes, fs=fs)
     model = Model()
     for i in range(n):
         key = b"key-%d" % (i % keys)
@@ -305,25 +304,25 @@ def test_dirty_ratio_counts_sealed_bytes_since_the_last_clean(tmp_path: Path) ->
     log.close()
 
 
-def test_appends_are_not_blocked_while_a_clean_is_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log, model = build(tmp_path / "p")
+def test_appends_are_not_blocked_while_a_clean_is_running(tmp_path: Path) -> None:
+    fs = FaultyFileSystem()
+    log, model = build(tmp_path / "p", fs=fs)
     base, seen = active_base(log), log.next_offset
-    original = cleaner._clean_group
     appended: list[bool] = []
 
-    def slow_group(*args: Any) -> Any:
-        if not appended:  # mid-clean: another thread appends enough to roll segments
-            def writer() -> None:
-                for _ in range(20):
-                    model.append(log, [(b"key-1", b"x" * 60)], 9000)
+    def append_from_another_thread(_path: str) -> None:
+        # Mid-clean (the first cleaned file is about to be created): another thread appends
+        # enough to roll segments.
+        def writer() -> None:
+            for _ in range(20):
+                model.append(log, [(b"key-1", b"x" * 60)], 9000)
 
-            worker = threading.Thread(target=writer)
-            worker.start()
-            worker.join(timeout=10)
-            appended.append(not worker.is_alive())
-        return original(*args)
+        worker = threading.Thread(target=writer)
+        worker.start()
+        worker.join(timeout=10)
+        appended.append(not worker.is_alive())
 
-    monkeypatch.setattr(cleaner, "_clean_group", slow_group)
+    fs.before("create", append_from_another_thread, path=CLEANED_SUFFIX)
     result = log.compact(now_ms=1000, delete_retention_ms=10**9)
     assert appended == [True], "an append waited for the cleaner"
     assert result.cleaned_up_to == base < active_base(log)
@@ -402,47 +401,16 @@ def test_compaction_preserves_replay_property(
 # --- crashes during compaction --------------------------------------------------------
 
 
-@contextmanager
-def crash_images(directory: Path, history: Path, out: Path) -> Iterator[list[Path]]:
-    """Copy the disk state just before every rename, unlink and directory fsync of a clean.
-
-    Each copy is what a crash at that instant leaves behind (earlier steps durable).
-    """
-    images: list[Path] = []
-    real_rename, real_unlink, real_fsync = os.rename, os.unlink, fsync_directory
-
-    def snap() -> None:
-        image = out / f"{len(images):03d}"
-        shutil.copytree(directory, image / directory.name)
-        if history.exists():
-            shutil.copytree(history, image / "history")
-        images.append(image)
-
-    def rename(src: Any, dst: Any, **kw: Any) -> None:
-        snap()
-        real_rename(src, dst, **kw)
-
-    def unlink(path: Any, **kw: Any) -> None:
-        snap()
-        real_unlink(path, **kw)
-
-    def fsync(path: Path) -> None:
-        snap()
-        real_fsync(path)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(os, "rename", rename)
-        mp.setattr(os, "unlink", unlink)
-        mp.setattr(cleaner, "fsync_directory", fsync)
-        yield images
-    snap()
-
-
 @pytest.mark.parametrize("use_history", [False, True])
 def test_crash_at_every_step_of_the_swap_loads_old_or_new_state(tmp_path: Path, use_history: bool) -> None:
-    directory, history = tmp_path / "live" / "p", tmp_path / "live" / "history"
+    """Crash the filesystem at each change a clean makes; what survives loads old or new.
+
+    A crash keeps only what was durable at that instant (fsynced contents, fsynced
+    directory entries), the strictest outcome POSIX allows.
+    """
+    before = tmp_path / "before"
+    directory = before / "p"
     log, model = build(directory, n=90, segment_bytes=350)
-    old = records(log)
     log.compact(now_ms=1000, delete_retention_ms=10**9)  # so the next clean also merges
     middle = records(log)
     for i in range(40):
@@ -450,30 +418,46 @@ def test_crash_at_every_step_of_the_swap_loads_old_or_new_state(tmp_path: Path, 
     log.flush()
     old = records(log)
     log.close()
-    log = PartitionLog.open(directory, 350, history_dir=history if use_history else None)
-    with crash_images(directory, history, tmp_path / "images") as images:
-        log.compact(now_ms=1500, delete_retention_ms=100)
+
+    def open_copy(name: str) -> tuple[Path, FaultyFileSystem, PartitionLog]:
+        root = tmp_path / name
+        shutil.copytree(before, root)
+        fs = FaultyFileSystem(root)
+        history = root / "history" if use_history else None
+        return root, fs, PartitionLog.open(root / "p", 350, history_dir=history, fs=fs)
+
+    _, counting, log = open_copy("complete")
+    steps = counting.inject(Fault(MUTATIONS, times=0))  # counts the changes, fails none
+    log.compact(now_ms=1500, delete_retention_ms=100)
     new = records(log)
-    assert new != old and middle != old
     log.close()
+    assert new != old and middle != old
+    assert steps.seen > 10
+
     seen = {"old": 0, "new": 0}
     states: list[str] = []
     leftovers: set[str] = set()
-    for image in images:
-        leftovers.update(suffix for name in temp_files(image / "p") for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX) if name.endswith(suffix))
-        copy_history = image / "history" if use_history else None
-        recovered = PartitionLog.open(image / "p", 350, history_dir=copy_history)
+    for step in range(1, steps.seen + 1):
+        root, fs, log = open_copy(f"crash-{step:03d}")
+        fs.inject(Fault(MUTATIONS, nth=step, crash=True))
+        with pytest.raises(OSError, match=r"injected|crashed"):
+            log.compact(now_ms=1500, delete_retention_ms=100)
+        fs.crash()
+        leftovers.update(suffix for name in temp_files(root / "p")
+                         for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX) if name.endswith(suffix))
+        recovered = PartitionLog.open(root / "p", 350, history_dir=root / "history" if use_history else None)
         got = records(recovered)
-        assert got in (old, new), f"{image.name}: neither the old nor the new log"
+        assert got in (old, new), f"crash at step {step}: neither the old nor the new log"
         seen["old" if got == old else "new"] += 1
         states.append("old" if got == old else "new")
         assert replay(recovered) == model.state()
-        assert temp_files(image / "p") == []
+        assert temp_files(root / "p") == []
         end = recovered.next_offset
         assert recovered.append([(b"after-crash", b"1")], 1)[0] == end
         recovered.close()
         if use_history and got == new:
-            assert (image / "history" / "p").is_dir() and any((image / "history" / "p").iterdir())
+            assert (root / "history" / "p").is_dir() and any((root / "history" / "p").iterdir())
+        shutil.rmtree(root)
     assert seen["old"] > 0 and seen["new"] > 0
     assert states == sorted(states, reverse=True), "once a crash point loads the new state, all later ones do"
     assert leftovers == {CLEANED_SUFFIX, SWAP_SUFFIX}, "crash points cover both kinds of leftovers"
@@ -556,29 +540,14 @@ def test_invalid_swap_file_refuses_to_start(tmp_path: Path) -> None:
         PartitionLog.open(directory, 400)
 
 
-def _failing(real: Callable[..., Any], when: Callable[[tuple[Any, ...]], bool]) -> Callable[..., Any]:
-    def call(*args: Any, **kw: Any) -> Any:
-        if when(args):
-            raise OSError("injected failure")
-        return real(*args, **kw)
-
-    return call
-
-
-def test_failure_before_the_commit_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_before_the_commit_rolls_back(tmp_path: Path) -> None:
     directory = tmp_path / "p"
-    log, model = build(directory)
+    fs = FaultyFileSystem()
+    log, model = build(directory, fs=fs)
     old = records(log)
-    calls: list[int] = []
-
-    def second_rename(args: tuple[Any, ...]) -> bool:
-        calls.append(1)
-        return len(calls) == 2
-
-    monkeypatch.setattr(os, "rename", _failing(os.rename, second_rename))
+    fs.fail("rename", path=CLEANED_SUFFIX, nth=2)  # the second .cleaned -> .swap rename
     with pytest.raises(OSError, match="injected"):
         log.compact(now_ms=1000, delete_retention_ms=10**9)
-    monkeypatch.undo()
     assert temp_files(directory) == [], "uncommitted files are removed"
     assert records(log) == old
     model.append(log, [(b"key-1", b"still appending")], 5000)
@@ -591,15 +560,31 @@ def test_failure_before_the_commit_rolls_back(tmp_path: Path, monkeypatch: pytes
     again.close()
 
 
-def test_failure_after_the_commit_is_finished_by_the_next_clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_while_writing_cleaned_files_rolls_back_and_the_next_clean_succeeds(tmp_path: Path) -> None:
     directory = tmp_path / "p"
-    log, model = build(directory)
+    fs = FaultyFileSystem()
+    log, model = build(directory, fs=fs)
+    old = records(log)
+    fs.fail("fsync", path=CLEANED_SUFFIX, nth=2, errno=errno.ENOSPC)
+    with pytest.raises(OSError, match="No space left"):
+        log.compact(now_ms=1000, delete_retention_ms=10**9)
+    assert temp_files(directory) == [] and records(log) == old
+    base = active_base(log)
+    log.compact(now_ms=1000, delete_retention_ms=10**9)
+    assert records(log) == model.survivors(base, 1000, 10**9)
+    log.close()
+
+
+def test_failure_after_the_commit_is_finished_by_the_next_clean(tmp_path: Path) -> None:
+    directory = tmp_path / "p"
+    fs = FaultyFileSystem()
+    log, model = build(directory, fs=fs)
     base = active_base(log)
     expected = model.survivors(base, 1000, 10**9)
-    monkeypatch.setattr(os, "rename", _failing(os.rename, lambda args: str(args[0]).endswith(SWAP_SUFFIX)))
+    fs.fail("rename", path=SWAP_SUFFIX, times=None)  # every .swap -> .log rename
     with pytest.raises(OSError, match="injected"):
         log.compact(now_ms=1000, delete_retention_ms=10**9)
-    monkeypatch.undo()
+    fs.clear()
     assert records(log) == expected, "in memory the clean took effect"
     assert any(name.endswith(SWAP_SUFFIX) for name in temp_files(directory))
     model.append(log, [(b"key-4", b"z")], 5000)
@@ -613,20 +598,15 @@ def test_failure_after_the_commit_is_finished_by_the_next_clean(tmp_path: Path, 
     again.close()
 
 
-def test_closing_the_log_mid_clean_leaves_the_old_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_closing_the_log_mid_clean_leaves_the_old_state(tmp_path: Path) -> None:
     directory = tmp_path / "p"
-    log, model = build(directory)
+    fs = FaultyFileSystem()
+    log, model = build(directory, fs=fs)
     old = records(log)
-    real_fsync = fsync_directory
-
-    def close_then_fsync(path: Path) -> None:
-        log.close()
-        real_fsync(path)
-
-    monkeypatch.setattr(cleaner, "fsync_directory", close_then_fsync)
+    # Close the log just before the cleaned files' names are made durable.
+    fs.before("fsync_dir", lambda _path: log.close())
     with pytest.raises(ValueError, match="closed"):
         log.compact(now_ms=1000, delete_retention_ms=10**9)
-    monkeypatch.undo()
     assert temp_files(directory) == []
     again = PartitionLog.open(directory, 400)
     assert records(again) == old and replay(again) == model.state()
@@ -773,10 +753,9 @@ def replayed_from(clog: CoordinatorLog) -> dict[bytes, bytes]:
     return out
 
 
-def test_compact_all_cleans_the_other_partitions_when_one_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clog = CoordinatorLog(tmp_path, 4, 200)
+def test_compact_all_cleans_the_other_partitions_when_one_fails(tmp_path: Path) -> None:
+    fs = FaultyFileSystem()
+    clog = CoordinatorLog(tmp_path, 4, 200, fs=fs)
     groups = [f"g{i}" for i in range(12)]
     for n in range(20):
         for group in groups:
@@ -784,19 +763,14 @@ def test_compact_all_cleans_the_other_partitions_when_one_fails(
     used = sorted({partition_for(g, 4) for g in groups})
     assert len(used) >= 2
     broken = clog.partition_log(used[0])
-    real = PartitionLog.compact
-
-    def compact(self: PartitionLog, now_ms: int, retention_ms: int) -> Any:
-        if self is broken:
-            raise OSError("disk trouble")
-        return real(self, now_ms, retention_ms)
-
-    monkeypatch.setattr(PartitionLog, "compact", compact)
-    with pytest.raises(OSError, match="disk trouble"):
+    assert broken is not None
+    # Every cleaned file of that one partition fails to be created.
+    fs.fail("create", path=f"{broken.directory}/", times=None, errno=errno.ENOSPC)
+    with pytest.raises(OSError, match="No space left"):
         clog.compact_all(now_ms=100, delete_retention_ms=0)
     for p in used[1:]:
         plog = clog.partition_log(p)
         assert plog is not None and plog.dirty_ratio() == 0.0, "the other partitions were cleaned"
-    assert broken is not None and broken.dirty_ratio() == 1.0
+    assert broken.dirty_ratio() == 1.0
     assert replayed_from(clog) == {g.encode(): b"v19" + b"x" * 30 for g in groups}
     clog.close()

@@ -9,6 +9,7 @@ import pytest
 
 from protocol.consumer_offsets import partition_for
 from storage.coordinator_log import CoordinatorLog, PartitionCountError
+from storage.faultfs import FaultyFileSystem
 from storage.partition import PartitionLog
 
 GROUPS = [f"group-{i}" for i in range(40)] + ["", "é-group", "console-consumer-12345"]
@@ -105,25 +106,22 @@ def test_partition_dirs_without_metadata_are_checked(tmp_path: Path) -> None:
     assert not (tmp_path / "__consumer_offsets.meta.json").exists()
 
 
-def test_append_racing_a_sync_is_left_for_the_next_sync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_append_racing_a_sync_is_left_for_the_next_sync(tmp_path: Path) -> None:
     """The seq a sync reports covers only what it captured before fsyncing."""
-    log = CoordinatorLog(tmp_path, 8, 4096)
+    fs = FaultyFileSystem()
+    log = CoordinatorLog(tmp_path, 8, 4096, fs=fs)
     a, b = "group-0", next(g for g in GROUPS if partition_for(g, 8) != partition_for("group-0", 8))
     log.append(a, _records(a, 0), 1)
 
     entered, release = threading.Event(), threading.Event()
     flushed: list[Path] = []
-    real_flush = PartitionLog.flush
 
-    def slow_flush(self: PartitionLog) -> None:
-        flushed.append(self.directory)
+    def slow_fsync(path: str) -> None:
+        flushed.append(Path(path).parent)
         entered.set()
         assert release.wait(timeout=10)
-        real_flush(self)
 
-    monkeypatch.setattr(PartitionLog, "flush", slow_flush)
+    fs.before("fsync", slow_fsync, path="__consumer_offsets-", times=None)
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(log.sync()))
     thread.start()

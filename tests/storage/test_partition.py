@@ -19,8 +19,8 @@ from protocol.records import (
     iter_batches,
     peek_batch_header,
 )
+from storage.layout import parse_segment_name, segment_name
 from storage.partition import OffsetOutOfRangeError, PartitionLog
-from storage.segment import parse_segment_name, segment_name
 from tests.storage.util import all_records, check_contents, fill, payload
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from protocol.records import peek_batch_header
+from storage.layout import segment_name
 from storage.partition import CorruptLogError, PartitionLog
-from storage.segment import segment_name
 from tests.storage.util import all_records, check_contents, fill, flip_bit
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,88 @@
+"""The composition root: the one place that builds a broker from its configuration.
+
+It opens storage, builds the services, tells the topic catalogue who listens to its
+changes (the group coordinator, as Kafka's coordinator hears onPartitionsDeleted), registers
+every API's handler on the router by its ``ApiKey``, and lists each service's metrics
+collector. ``broker.server`` is the trio shell that runs what is built here; nothing else
+wires services together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from broker import data_service
+from broker.config import Config
+from broker.context import BrokerContext
+from broker.data_service import DataService
+from broker.group_service import GroupService
+from broker.handlers import groups as group_handlers
+from broker.handlers import topics as topic_handlers
+from broker.metrics import Collector
+from broker.router import Router
+from broker.topics import TopicCatalog
+from protocol.api_keys import ApiKey
+from storage.fs import REAL_FS, FileSystem
+from storage.maintenance import Maintenance
+
+
+@dataclass
+class Broker:
+    """Everything one kcoord process serves, built and wired."""
+
+    config: Config
+    data_dir: Path
+    groups: GroupService
+    catalog: TopicCatalog
+    data: DataService
+    maintenance: Maintenance
+
+    @classmethod
+    def open(cls, config: Config, data_dir: Path, fs: FileSystem = REAL_FS) -> Broker:
+        """Open (and recover) the logs and build the services; raises on unreadable storage."""
+        groups = GroupService.open(config, data_dir, fs)
+        catalog = TopicCatalog(data_dir, config, fs)
+        groups.coordinator.topics = catalog
+        catalog.listeners.append(groups)
+        data = DataService(catalog, groups.clock, config["log.flush.policy"] == "durable",
+                           retention_check_ms=config["log.retention.check.interval.ms"],
+                           cleaner=groups.cleaner)
+        maintenance = Maintenance(groups.maintenance_jobs() + data.maintenance_jobs())
+        return cls(config, data_dir, groups, catalog, data, maintenance)
+
+    def router(self, ctx: BrokerContext, *, request_logging: bool = False) -> Router:
+        """A router with every API this broker serves."""
+        router = Router(ctx, request_logging=request_logging)
+        catalog = self.catalog
+        groups = self.groups
+        router.register(ApiKey.METADATA, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
+        router.register(ApiKey.CREATE_TOPICS, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
+        # The coordinator hears of deleted and grown topics through the catalogue's listener
+        # hook; these replies wait until what it wrote about them is durable.
+        router.register(ApiKey.DELETE_TOPICS, lambda r, _: groups.respond_after(
+            r, topic_handlers.handle_delete_topics(ctx, catalog, r)))
+        router.register(ApiKey.CREATE_PARTITIONS, lambda r, _: groups.respond_after(
+            r, topic_handlers.handle_create_partitions(ctx, catalog, r)))
+        group_handlers.register(router, groups)
+        data_service.register(router, self.data)
+        return router
+
+    def collectors(self) -> list[Collector]:
+        return [self.groups.metrics, self.data.metrics]
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The services' background tasks (group commit, timers, expiry, maintenance)."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.groups.run)
+            await nursery.start(self.data.run)
+            await nursery.start(self.maintenance.run)
+            task_status.started()
+
+    async def close(self) -> None:
+        """Make everything durable and close the files (after connections have drained)."""
+        await self.groups.close()
+        await trio.to_thread.run_sync(self.catalog.flush)
+        self.catalog.close()

@@ -1,0 +1,199 @@
+"""Group commit: replies wait for the fsync that makes their appends durable, and share it.
+
+The one bridge between the trio event loop and the blocking log, used by the coordinator
+(``broker.group_service``) and by acks=-1 Produce (``broker.data_service``). The log numbers
+its appends (``storage.journal``); a reply that may only go out once append N is durable
+waits here on N:
+
+- ``appended()`` after writing wakes the flusher task, which runs ``log.sync()`` in a
+  worker thread. Everything appended while one fsync runs shares the next one: however
+  many requests arrive, at most one sync runs and at most one more is due;
+- when a sync returns, waiting replies whose number it covers are released in the order
+  they were queued; a reply whose number is already durable is released at once and
+  never queued;
+- with ``durable=False`` (``log.flush.policy=os``) nothing waits and nothing is fsynced;
+- with a ``timeout``, a waiter that carries an ``on_timeout`` callable and is still not
+  released after that many seconds gets ``reply.frame = on_timeout(reply, context)`` and
+  goes out as that error instead (the broker uses it for ``offsets.commit.timeout.ms``).
+  The engine does not know what the frames say;
+- a sync that raises ``OSError`` is fatal: ``on_failure`` is called, nothing is released
+  again, and the flusher stops. Linux may already have dropped the pages that failed, so
+  no later fsync could make those appends durable.
+
+A reply is anything with a ``frame`` and a trio ``event`` (the broker's ``Slot``): setting
+the event hands the frame to the connection's writer. This path runs for every request
+the coordinator answers, so ``reply_when_durable`` allocates nothing beyond the queue
+entries of a reply that actually has to wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import trio
+
+__all__ = ["GroupCommit", "Observer", "Reply", "Syncable"]
+
+log = logging.getLogger("kcoord.storage")
+
+
+class Reply(Protocol):
+    """A reply that goes out when its event is set."""
+
+    frame: bytes | None
+
+    @property
+    def event(self) -> trio.Event: ...
+
+
+class Syncable(Protocol):
+    """A log with numbered appends (``storage.journal.Journal``, ``CoordinatorLog``)."""
+
+    @property
+    def written_seq(self) -> int: ...
+
+    def sync(self) -> int:
+        """Blocking: fsync everything appended so far; returns the durable number."""
+
+
+class Observer(Protocol):
+    def observe(self, value: float) -> None: ...
+
+
+#: Builds the frame a timed-out waiter is answered with: ``on_timeout(reply, context)``.
+TimeoutReply = Callable[[Any, Any], bytes]
+
+
+def _reraise(exc: OSError) -> None:
+    raise exc
+
+
+class GroupCommit:
+    """Releases replies in order once the appends they depend on are durable."""
+
+    def __init__(
+        self,
+        log: Syncable,
+        *,
+        durable: bool = True,
+        timeout: float | None = None,
+        on_failure: Callable[[OSError], None] = _reraise,
+        fsync_seconds: Observer | None = None,
+        name: str = "log",
+    ) -> None:
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        self.log = log
+        self.durable = durable
+        self.timeout = timeout
+        self.on_failure = on_failure
+        self.fsync_seconds = fsync_seconds
+        self.name = name
+        #: The highest append number known durable (with durable=False: nothing is awaited).
+        self.durable_seq = 0
+        #: fsync rounds run, waiters answered with their timeout reply, and the failure, if any.
+        self.syncs = 0
+        self.timeouts = 0
+        self.failure: OSError | None = None
+        self._flush_needed = trio.Event()
+        self._waiting: deque[tuple[int, Reply]] = deque()
+        self._timed: deque[tuple[float, Reply, TimeoutReply, Any]] = deque()
+        self._clock: trio.abc.Clock | None = None
+
+    # --- the event loop's side: called for every request -------------------------------------
+
+    def appended(self) -> None:
+        """Appends were made: make sure a sync is due (one is enough for any number)."""
+        self._flush_needed.set()
+
+    def reply_when_durable(
+        self, seq: int, reply: Reply, on_timeout: TimeoutReply | None = None, context: Any = None
+    ) -> None:
+        """Release ``reply`` once append ``seq`` (and so every earlier one) is durable."""
+        if seq <= self.durable_seq or not self.durable:
+            reply.event.set()
+            return
+        self._waiting.append((seq, reply))
+        if on_timeout is not None and self.timeout is not None:
+            clock = self._clock
+            now = clock.current_time() if clock is not None else trio.current_time()
+            self._timed.append((now + self.timeout, reply, on_timeout, context))
+
+    @property
+    def waiting(self) -> int:
+        """Replies queued for durability."""
+        return len(self._waiting)
+
+    # --- background tasks --------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The flusher (and, with a timeout, the expirer); runs until cancelled or a sync fails."""
+        self._clock = trio.lowlevel.current_clock()
+        async with trio.open_nursery() as nursery:
+            if self.durable:
+                nursery.start_soon(self._flusher)
+                if self.timeout is not None:
+                    nursery.start_soon(self._expirer, self.timeout)
+            task_status.started()
+
+    async def _flusher(self) -> None:
+        while True:
+            await self._flush_needed.wait()
+            self._flush_needed = trio.Event()
+            if not await self.sync_now():
+                return
+
+    async def sync_now(self) -> bool:
+        """Sync in a worker thread and release what became durable; False if the sync failed."""
+        if self.failure is not None:
+            return False
+        try:
+            durable, seconds = await trio.to_thread.run_sync(self._timed_sync)
+        except OSError as exc:
+            self.failure = exc
+            self._waiting.clear()
+            self._timed.clear()
+            self.on_failure(exc)
+            return False
+        self.syncs += 1
+        if self.fsync_seconds is not None:
+            self.fsync_seconds.observe(seconds)
+        self.durable_seq = durable
+        waiting = self._waiting
+        while waiting and waiting[0][0] <= durable:
+            waiting.popleft()[1].event.set()
+        timed = self._timed  # released waiters are a prefix of the timed ones too
+        while timed and timed[0][1].event.is_set():
+            timed.popleft()
+        return True
+
+    def _timed_sync(self) -> tuple[int, float]:
+        started = time.perf_counter()
+        durable = self.log.sync()
+        return durable, time.perf_counter() - started
+
+    async def _expirer(self, timeout: float) -> None:
+        """Answer waiters still queued ``timeout`` seconds on with their timeout reply.
+
+        Deadlines grow in queue order (one timeout for all), so only the head is watched;
+        with nothing queued it sleeps a whole timeout, which no later deadline can precede.
+        """
+        timed = self._timed
+        while True:
+            now = trio.current_time()
+            expired = 0
+            while timed and timed[0][0] <= now:
+                _, reply, on_timeout, context = timed.popleft()
+                if not reply.event.is_set():
+                    reply.frame = on_timeout(reply, context)
+                    reply.event.set()
+                    expired += 1
+            if expired:
+                self.timeouts += expired
+                log.warning("%s: %d replies not durable within %.0f ms were answered with a timeout error "
+                            "(%d queued)", self.name, expired, timeout * 1000, len(self._waiting))
+            await trio.sleep_until(timed[0][0] if timed else now + timeout)

@@ -1,0 +1,145 @@
+"""Names and paths inside a data directory: the one place that knows them.
+
+Everything kcoord keeps on disk lives under one data directory (docs/storage.md draws it):
+
+- ``.lock``: held with ``flock`` by the running broker;
+- ``__consumer_offsets.meta.json``: the coordinator log's partition count;
+- ``__consumer_offsets-<p>/`` and ``<topic>-<p>/``: partition directories of segment files
+  ``{base_offset:020d}.log`` (plus a clean's ``.log.cleaned`` / ``.log.swap`` for a moment);
+- ``history/__consumer_offsets-<p>/``: segments the cleaner replaced, kept for the pipeline;
+- ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block.
+
+The broker, the storage engine and the pipeline all build paths through these functions,
+so a name changes here or nowhere.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "COORDINATOR_TOPIC",
+    "HISTORY_DIR",
+    "LOCK_FILE",
+    "PARTITION_COUNT_FILE",
+    "PRODUCER_IDS_FILE",
+    "SEGMENT_SUFFIX",
+    "SWAP_SUFFIX",
+    "TEMP_SUFFIX",
+    "TOPICS_FILE",
+    "coordinator_partition_dir",
+    "history_copy_of",
+    "history_dir",
+    "history_folder",
+    "lock_file",
+    "parse_partition_dir",
+    "parse_segment_name",
+    "parse_temp_name",
+    "partition_count_file",
+    "partition_dir",
+    "producer_ids_file",
+    "segment_name",
+    "temp_file",
+    "topics_file",
+]
+
+LOCK_FILE = ".lock"
+COORDINATOR_TOPIC = "__consumer_offsets"
+PARTITION_COUNT_FILE = f"{COORDINATOR_TOPIC}.meta.json"
+HISTORY_DIR = "history"
+TOPICS_FILE = "topics.json"
+PRODUCER_IDS_FILE = "producer_ids.json"
+#: A JSON file is replaced by writing ``<name>.tmp`` first; a leftover one is stale.
+TEMP_SUFFIX = ".tmp"
+
+SEGMENT_SUFFIX = ".log"
+#: Suffixes the cleaner appends to a segment name while it swaps segments (storage.cleaner).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_TEMP_NAME = re.compile(r"^(\d{20})\.log(\.cleaned|\.swap)$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+# --- files of the data directory ---------------------------------------------------------
+
+
+def lock_file(data_dir: Path) -> Path:
+    return Path(data_dir) / LOCK_FILE
+
+
+def partition_count_file(data_dir: Path) -> Path:
+    return Path(data_dir) / PARTITION_COUNT_FILE
+
+
+def topics_file(data_dir: Path) -> Path:
+    return Path(data_dir) / TOPICS_FILE
+
+
+def producer_ids_file(data_dir: Path) -> Path:
+    return Path(data_dir) / PRODUCER_IDS_FILE
+
+
+def temp_file(path: Path) -> Path:
+    """Where a file is written before it atomically replaces ``path``."""
+    return path.with_name(path.name + TEMP_SUFFIX)
+
+
+# --- partition directories ------------------------------------------------------------------
+
+
+def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
+    """``<data-dir>/<topic>-<partition>``, for topics and the coordinator log alike."""
+    return Path(data_dir) / f"{topic}-{partition}"
+
+
+def coordinator_partition_dir(data_dir: Path, partition: int) -> Path:
+    return partition_dir(data_dir, COORDINATOR_TOPIC, partition)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` of a partition directory name, else None."""
+    match = _PARTITION_DIR.match(name)
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+# --- history --------------------------------------------------------------------------------
+
+
+def history_dir(data_dir: Path) -> Path:
+    """Where the cleaner keeps the segments it replaced (when history is on)."""
+    return Path(data_dir) / HISTORY_DIR
+
+
+def history_folder(history: Path, partition_directory: Path) -> Path:
+    """A partition's folder in the history directory: named like its live directory."""
+    return Path(history) / Path(partition_directory).name
+
+
+def history_copy_of(segment: Path) -> Path:
+    """Where a live segment of ``<data-dir>/<partition>/`` lands once the cleaner retires it."""
+    segment = Path(segment)
+    return history_folder(history_dir(segment.parent.parent), segment.parent) / segment.name
+
+
+# --- segment files --------------------------------------------------------------------------
+
+
+def segment_name(base_offset: int) -> str:
+    """Kafka's file name for a segment: zero padded so names sort like offsets."""
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """Base offset encoded in a segment file name, or None for any other file."""
+    match = _SEGMENT_NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
+def parse_temp_name(name: str) -> tuple[int, str] | None:
+    """``(base_offset, suffix)`` of a cleaner's ``.log.cleaned`` or ``.log.swap`` file, else None."""
+    match = _TEMP_NAME.match(name)
+    return (int(match.group(1)), match.group(2)) if match else None

@@ -1,0 +1,268 @@
+"""Group commit: replies go out in order, only once durable, sharing fsyncs; timeouts; failures.
+
+Real partition logs on a real disk; the filesystem is the fault-injecting one, used to hold
+an fsync open (so the test decides when a sync ends) or to make one fail.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from broker.slots import Slot
+from storage.faultfs import FaultyFileSystem
+from storage.group_commit import GroupCommit
+from storage.journal import Journal
+from storage.partition import PartitionLog
+
+
+class Disk:
+    """A journal over two partition logs whose fsyncs can be held and let through one by one."""
+
+    def __init__(self, root: Path) -> None:
+        self.fs = FaultyFileSystem()
+        self.journal = Journal()
+        self.logs = [PartitionLog.open(root / f"t-{p}", 1 << 20, fs=self.fs) for p in range(2)]
+        self.fsyncs = 0
+        self.entered = threading.Event()
+        self._permits = threading.Semaphore(0)
+        self._held = False
+        self.fs.before("fsync", self._fsync, times=None)
+
+    def _fsync(self, _path: str) -> None:
+        self.fsyncs += 1
+        self.entered.set()
+        if self._held:
+            assert self._permits.acquire(timeout=30), "a held fsync was never let through"
+
+    def hold(self) -> None:
+        """Make fsyncs wait until ``allow`` or ``release``."""
+        self.entered.clear()
+        self._held = True
+
+    def allow(self, fsyncs: int) -> None:
+        """Let ``fsyncs`` held fsyncs go ahead."""
+        self.entered.clear()
+        self._permits.release(fsyncs)
+
+    def release(self) -> None:
+        self._held = False
+        self._permits.release(1000)
+
+    def append(self, partition: int = 0) -> int:
+        log = self.logs[partition]
+        log.append([(b"k", b"v%d" % log.next_offset)], 1)
+        return self.journal.mark(log)
+
+    def close(self) -> None:
+        self.release()
+        for log in self.logs:
+            log.close()
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Any:
+    d = Disk(tmp_path)
+    yield d
+    d.close()
+
+
+def reply(n: int) -> Slot:
+    slot = Slot(8, 8, n)
+    slot.frame = b"ok %d" % n
+    return slot
+
+
+async def eventually(condition: Any, seconds: float = 10.0) -> None:
+    """Let trio run until ``condition()`` holds (bounded in real time, whatever the clock)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await trio.sleep(0)
+
+
+async def thread_entered(event: threading.Event) -> None:
+    await eventually(event.is_set)
+
+
+async def test_replies_wait_for_their_fsync_and_are_released_in_order(disk: Disk) -> None:
+    commit = GroupCommit(disk.journal)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        disk.hold()
+        replies = []
+        for n in range(2):
+            replies.append(reply(n))
+            commit.reply_when_durable(disk.append(0), replies[-1])
+        commit.appended()
+        await thread_entered(disk.entered)  # sync 1 covers appends 1-2 (partition 0)
+        for n in range(2, 5):
+            replies.append(reply(n))
+            commit.reply_when_durable(disk.append(n % 2), replies[-1])
+        commit.appended()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not any(r.event.is_set() for r in replies), "released before the fsync returned"
+        assert commit.waiting == 5
+        disk.allow(1)  # sync 1's one fsync returns; sync 2 starts and is held
+        await eventually(lambda: replies[1].event.is_set())
+        await thread_entered(disk.entered)
+        assert [r.event.is_set() for r in replies] == [True, True, False, False, False]
+        assert commit.durable_seq == 2
+        disk.allow(2)  # sync 2 fsyncs both partitions
+        await eventually(lambda: replies[4].event.is_set())
+        assert all(r.event.is_set() for r in replies)
+        assert commit.durable_seq == 5 == disk.journal.durable_seq and commit.waiting == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_appends_made_during_an_fsync_share_the_next_one(disk: Disk) -> None:
+    commit = GroupCommit(disk.journal)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        disk.hold()
+        first = reply(0)
+        commit.reply_when_durable(disk.append(), first)
+        commit.appended()
+        await thread_entered(disk.entered)  # sync 1 is running: 1 append, 1 partition
+        later = []
+        for n in range(1, 41):  # 40 more, over both partitions, while it runs
+            r = reply(n)
+            commit.reply_when_durable(disk.append(n % 2), r)
+            commit.appended()
+            later.append(r)
+        before = disk.fsyncs
+        disk.release()
+        await eventually(lambda: all(r.event.is_set() for r in later))
+        assert first.event.is_set()
+        assert commit.syncs == 2, "one sync for the first append, one shared by the other forty"
+        assert disk.fsyncs - before <= 2, "the second sync fsynced each partition once"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_reply_already_durable_is_released_at_once(disk: Disk) -> None:
+    commit = GroupCommit(disk.journal)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        seq = disk.append()
+        commit.appended()
+        waiting = reply(0)
+        commit.reply_when_durable(seq, waiting)
+        await eventually(waiting.event.is_set)
+        syncs = commit.syncs
+        again = reply(1)
+        commit.reply_when_durable(seq, again)  # a read that depends only on durable records
+        assert again.event.is_set() and commit.waiting == 0
+        assert commit.syncs == syncs
+        nursery.cancel_scope.cancel()
+
+
+async def test_with_the_os_flush_policy_nothing_waits_and_nothing_is_fsynced(disk: Disk) -> None:
+    commit = GroupCommit(disk.journal, durable=False)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        for n in range(10):
+            r = reply(n)
+            commit.reply_when_durable(disk.append(), r)
+            commit.appended()
+            assert r.event.is_set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert disk.fsyncs == 0 and commit.syncs == 0
+        nursery.cancel_scope.cancel()
+
+
+def timed_out(slot: Slot, context: Any) -> bytes:
+    return b"timed out %d (%s)" % (slot.correlation_id, context)
+
+
+async def test_a_write_not_durable_within_the_timeout_gets_its_timeout_reply(
+    disk: Disk, mock_clock: trio.testing.MockClock
+) -> None:
+    commit = GroupCommit(disk.journal, timeout=5.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        disk.hold()
+        commit_reply, read_reply = reply(1), reply(2)
+        commit.reply_when_durable(disk.append(), commit_reply, timed_out, b"ctx")
+        commit.reply_when_durable(disk.journal.written_seq, read_reply)  # no timeout reply: waits on
+        commit.appended()
+        await thread_entered(disk.entered)
+        mock_clock.jump(4.9)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not commit_reply.event.is_set()
+        mock_clock.jump(0.2)
+        await eventually(commit_reply.event.is_set)
+        assert commit_reply.frame == b"timed out 1 (ctx)"
+        assert commit.timeouts == 1
+        assert not read_reply.event.is_set(), "only waiters with a timeout reply expire"
+        # A later write gets its own five seconds.
+        late = reply(3)
+        commit.reply_when_durable(disk.append(), late, timed_out, b"late")
+        commit.appended()
+        mock_clock.jump(4.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not late.event.is_set()
+        disk.release()
+        await eventually(lambda: read_reply.event.is_set() and late.event.is_set())
+        assert read_reply.frame == b"ok 2" and late.frame == b"ok 3", "durable in time: the real reply"
+        assert commit_reply.frame == b"timed out 1 (ctx)", "an expired reply is not overwritten"
+        assert commit.timeouts == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failed_fsync_is_fatal_and_releases_nothing(disk: Disk) -> None:
+    failures: list[OSError] = []
+    commit = GroupCommit(disk.journal, on_failure=failures.append)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        ok = reply(0)
+        commit.reply_when_durable(disk.append(), ok)
+        commit.appended()
+        await eventually(ok.event.is_set)
+        disk.fs.fail("fsync", path="t-1", errno=errno.EIO)
+        doomed = [reply(n) for n in range(1, 4)]
+        for n, r in enumerate(doomed, 1):
+            commit.reply_when_durable(disk.append(n % 2), r)
+        commit.appended()
+        await eventually(lambda: bool(failures))
+        assert failures[0].errno == errno.EIO and "t-1" in str(failures[0].filename)
+        assert commit.failure is failures[0]
+        await trio.testing.wait_all_tasks_blocked()
+        assert not any(r.event.is_set() for r in doomed)
+        # The flusher has stopped: later appends are never made durable by it.
+        after = reply(9)
+        commit.reply_when_durable(disk.append(), after)
+        commit.appended()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not after.event.is_set() and commit.syncs == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_by_default_a_failed_fsync_propagates(disk: Disk) -> None:
+    commit = GroupCommit(disk.journal)
+    disk.fs.fail("fsync", errno=errno.ENOSPC)
+    with pytest.raises(ExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(commit.run)
+            commit.reply_when_durable(disk.append(), reply(0))
+            commit.appended()
+            await trio.sleep_forever()
+    assert info.group_contains(OSError, match="No space left")
+
+
+def test_a_log_closed_since_it_was_written_is_skipped_by_the_sync(tmp_path: Path) -> None:
+    """A topic deleted between its last produce and the next sync leaves nothing to fsync."""
+    journal = Journal()
+    kept, deleted = (PartitionLog.open(tmp_path / f"t-{p}", 1 << 20) for p in range(2))
+    for log in (kept, deleted):
+        log.append([(b"k", b"v")], 1)
+        journal.mark(log)
+    deleted.close()
+    assert journal.sync() == 2
+    kept.close()
