@@ -10,6 +10,7 @@ as: state before, action, state after.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.state import ClassicGroupState
+from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.records import encode as encode_record
 from broker.coordinator.requests import ClientInfo
 from protocol.codec import decode_body, encode_body
@@ -31,6 +33,7 @@ from protocol.consumer_offsets import (
 from protocol.errors import ErrorCode
 from protocol.messages import (
     RESPONSES,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
@@ -281,6 +284,18 @@ class Harness:
         reply = self.request_now(DeleteGroupsRequest, version, {"groups_names": list(groups)})
         return {r["group_id"]: ErrorCode(r["error_code"]) for r in reply["results"]}
 
+    def cg_heartbeat(self, group: str, member_id: str, epoch: int, *, instance: str | None = None,
+                      rack: str | None = None, rebalance: int = -1, topics: list[str] | None = None,
+                      regex: str | None = None, assignor: str | None = None,
+                      owned: list[dict[str, Any]] | None = None, version: int = 1,
+                      client: ClientInfo = DEFAULT_CLIENT) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": instance,
+            "rack_id": rack, "rebalance_timeout_ms": rebalance, "subscribed_topic_names": topics,
+            "subscribed_topic_regex": regex, "server_assignor": assignor, "topic_partitions": owned,
+        }
+        return self.request_now(ConsumerGroupHeartbeatRequest, version, fields, client=client)
+
     # ------------------------------------------------------------ scenarios
 
     def new_member(self, group: str, *, version: int = 5, **kw: Any) -> tuple[str, int]:
@@ -394,3 +409,86 @@ class Harness:
         fresh.records = list(self.records)
         fresh.apply(fresh.coord.finish_load(fresh.now))
         return fresh
+
+
+# ---------------------------------------------------------------- KIP-848 consumer groups
+
+
+def topic_id(name: str) -> uuid.UUID:
+    """The id ``StaticImage.of`` gives a topic."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, name)
+
+
+def partitions_of(reply: dict[str, Any]) -> set[tuple[uuid.UUID, int]] | None:
+    """The assignment in a ConsumerGroupHeartbeat reply, or None when the reply carries none."""
+    assignment = reply.get("assignment")
+    if assignment is None:
+        return None
+    return {(tp["topic_id"], p) for tp in assignment["topic_partitions"] for p in tp["partitions"]}
+
+
+@dataclass
+class ConsumerClient:
+    """A KIP-848 consumer as librdkafka behaves: it keeps what it is given, gives up what it loses
+    (acknowledging on its next heartbeat), and rejoins at epoch 0 when fenced."""
+
+    h: Harness
+    group: str
+    member_id: str
+    topics: list[str] | None = None
+    regex: str | None = None
+    instance: str | None = None
+    rebalance: int = 30_000
+    assignor: str | None = None
+    epoch: int = 0
+    owned: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+    last: dict[str, Any] = field(default_factory=dict)
+    revoked: list[set[tuple[uuid.UUID, int]]] = field(default_factory=list)
+
+    def owned_wire(self) -> list[dict[str, Any]]:
+        by_topic: dict[uuid.UUID, list[int]] = {}
+        for t, p in sorted(self.owned, key=lambda tp: (str(tp[0]), tp[1])):
+            by_topic.setdefault(t, []).append(p)
+        return [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]
+
+    def heartbeat(self, *, full: bool = False) -> dict[str, Any]:
+        joining = self.epoch == 0
+        reply = self.h.cg_heartbeat(
+            self.group, self.member_id, self.epoch, instance=self.instance,
+            rebalance=self.rebalance if joining or full else -1,
+            topics=self.topics if joining or full else None,
+            regex=self.regex if joining or full else None,
+            assignor=self.assignor if joining or full else None,
+            owned=[] if joining else self.owned_wire())
+        self.last = reply
+        error = ErrorCode(reply["error_code"])
+        if error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
+            if self.owned:
+                self.revoked.append(set(self.owned))
+            self.owned = set()
+            self.epoch = 0
+            return reply
+        if error is not E.NONE:
+            return reply
+        self.epoch = reply["member_epoch"]
+        assigned = partitions_of(reply)
+        if assigned is not None:
+            lost = self.owned - assigned
+            if lost:
+                self.revoked.append(lost)
+            self.owned = assigned
+        return reply
+
+    def leave(self, *, static: bool = False) -> dict[str, Any]:
+        reply = self.h.cg_heartbeat(self.group, self.member_id, -2 if static else -1, instance=self.instance)
+        self.owned = set()
+        self.epoch = 0
+        return reply
+
+
+
+
+def consumer_group(h: Harness, group: str) -> ConsumerGroup:
+    g = h.coord.groups[group]
+    assert isinstance(g, ConsumerGroup), g
+    return g

@@ -288,11 +288,13 @@ class ConsumerGroupManager:
                      records: list[CoordinatorRecord]) -> tuple[int, Assignment]:
         """Steps 1 and 2: the member's metadata record, the epoch bump, the target; returns (epoch, target)."""
         group_id = group.group_id
-        new_member = updated.member_id not in group.members
+        # A brand-new member starts from an empty one, so its subscription counts as a change;
+        # a static member taking over its predecessor's place (``replaced``) does not.
+        new_member = updated.member_id not in group.members and replaced is None
         bump = False
         if new_member or not updated.metadata_equals(member):
             records.append(ConsumerGroupMemberMetadataRecord(group_id, updated.member_id, updated))
-            if new_member or not updated.subscription_equals(member):
+            if not updated.subscription_equals(member):
                 bump = True
         image = self.image()
         epoch = group.group_epoch
