@@ -119,7 +119,7 @@ def test_range_is_complete_and_balanced_per_topic(case: tuple[list[int], list[se
     group = build(*case)
     result = RangeAssignor().assign(group)
     check_complete(group, result)
-    for topic, count in group.partitions.items():
+    for topic, _count in group.partitions.items():
         got = [len(a.get(topic, ())) for m, a in result.items() if topic in group.members[m].subscribed_topic_ids]
         if got:
             assert max(got) - min(got) <= 1

@@ -65,7 +65,7 @@ def classic_group(h: Harness, size: int = 2) -> list[str]:
 
 def test_a_consumer_protocol_member_upgrades_a_classic_group_and_classic_members_rejoin() -> None:
     h = harness()
-    c1, c2 = classic_group(h)
+    c1, _c2 = classic_group(h)
     generation = h.generation("g")
     new = ConsumerClient(h, "g", "k", topics=["t"])
     reply = new.heartbeat()
