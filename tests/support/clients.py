@@ -7,6 +7,7 @@ tests can wait (bounded) for a balanced group and check whether a rebalance happ
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -188,3 +189,86 @@ def disjoint_cover(consumers: list[ConsumerThread], partitions: int) -> bool:
     for c in consumers:
         seen.extend(c.assignment)
     return sorted(seen) == list(range(partitions))
+
+
+class ConsumerProtocolConsumer(ConsumerThread):
+    """A confluent-kafka (librdkafka) consumer on the KIP-848 protocol: ``group.protocol=consumer``.
+
+    Rebalances are incremental: ``on_assign`` adds partitions and ``on_revoke`` removes just
+    the ones taken away. Every change is kept with the time it happened (``ownership``), and
+    every record with the time it arrived (``received``), so a test can check that no
+    partition was ever consumed by two members at once. ``topic`` may be a regex ("^...").
+    """
+
+    kind = "confluent-kafka (consumer protocol)"
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **options: Any) -> None:
+        super().__init__(bootstrap, group, topic, **options)
+        self.ownership: list[tuple[float, str, frozenset[tuple[str, int]]]] = []  # time, "+"/"-", partitions
+        self.owned: set[tuple[str, int]] = set()
+        self.received: list[tuple[float, str, int, int]] = []  # time, topic, partition, offset
+        self.revocations: list[frozenset[tuple[str, int]]] = []
+
+    def _open(self) -> None:
+        from confluent_kafka import Consumer
+
+        config = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000}
+        config.update(self.options)
+        self.consumer = Consumer(config)
+        self.consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked,
+                                on_lost=self._revoked)
+
+    def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
+        added = frozenset((p.topic, p.partition) for p in partitions)
+        self.owned |= added
+        self.ownership.append((time.monotonic(), "+", added))
+        self._set_assignment({p for _, p in self.owned})
+
+    def _revoked(self, consumer: Any, partitions: list[Any]) -> None:
+        removed = frozenset((p.topic, p.partition) for p in partitions)
+        self.owned -= removed
+        self.ownership.append((time.monotonic(), "-", removed))
+        if removed:
+            self.revocations.append(removed)
+        self._set_assignment({p for _, p in self.owned})
+
+    def _poll(self) -> None:
+        message = self.consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            self.received.append((time.monotonic(), message.topic(), message.partition(), message.offset()))
+            self.messages.append((message.partition(), message.offset(), message.value()))
+
+    def _close(self, leave: bool) -> None:
+        self.consumer.close()
+
+
+def ownership_intervals(consumer: ConsumerProtocolConsumer, until: float) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """When the consumer owned each partition, from its own assign and revoke callbacks."""
+    opened: dict[tuple[str, int], float] = {}
+    out: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for at, sign, partitions in consumer.ownership:
+        for tp in partitions:
+            if sign == "+":
+                opened.setdefault(tp, at)
+            elif tp in opened:
+                out.setdefault(tp, []).append((opened.pop(tp), at))
+    for tp, at in opened.items():
+        out.setdefault(tp, []).append((at, until))
+    return out
+
+
+def assert_never_owned_twice(consumers: list[ConsumerProtocolConsumer]) -> None:
+    """No two members owned a partition at the same time, and each read a record only while owning it."""
+    until = time.monotonic()
+    intervals = [ownership_intervals(c, until) for c in consumers]
+    partitions = {tp for owned in intervals for tp in owned}
+    for tp in partitions:
+        spans = sorted((start, end, i) for i, owned in enumerate(intervals) for start, end in owned.get(tp, []))
+        for (s1, e1, i1), (s2, e2, i2) in itertools.pairwise(spans):
+            assert i1 == i2 or e1 <= s2, f"{tp} owned by members {i1} and {i2} at once: {(s1, e1)} {(s2, e2)}"
+    for c, owned in zip(consumers, intervals, strict=True):
+        for at, topic, partition, _ in c.received:
+            spans = owned.get((topic, partition), [])
+            assert any(start <= at <= end for start, end in spans), \
+                f"{c.kind} read {topic}-{partition} at {at} without owning it: {spans}"
