@@ -23,6 +23,7 @@ import trio
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
 from broker.coordinator.classic.state import ClassicGroupState
+from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode as encode_record
 from broker.coordinator.requests import ClientInfo
@@ -47,7 +48,8 @@ StorageFailure = Callable[[str, OSError], None]
 
 
 #: Every group state a group type can be in, so a scrape always shows each (0 when none).
-GROUP_STATES = tuple(state.wire_name for state in ClassicGroupState)
+GROUP_STATES = tuple(dict.fromkeys(
+    [state.wire_name for state in ClassicGroupState] + [state.wire_name for state in ConsumerGroupState]))
 
 
 def wall_clock_ms() -> int:
@@ -301,8 +303,26 @@ class GroupService:
         groups = gauge("kcoord_groups", "Consumer groups by state.")
         for state, count in by_state.items():
             groups.add(count, state=state)
+        types = gauge("kcoord_groups_by_type", "Groups by protocol: classic, or consumer (KIP-848).")
+        by_type = {"classic": 0, "consumer": 0}
+        for group in coordinator.groups.values():
+            by_type[group.group_type] = by_type.get(group.group_type, 0) + 1
+        for kind, count in by_type.items():
+            types.add(count, type=kind)
+        consumer = coordinator.consumer
         return [
             groups,
+            types,
+            counter("kcoord_consumer_group_heartbeats_total", "ConsumerGroupHeartbeat requests (KIP-848).",
+                    consumer.heartbeats),
+            counter("kcoord_consumer_group_epoch_bumps_total",
+                    "Consumer group epoch bumps: joins, leaves, subscription and metadata changes.",
+                    consumer.epoch_bumps),
+            counter("kcoord_consumer_group_members_fenced_total",
+                    "Consumer group members removed: left, session or rebalance timeout.", consumer.fenced),
+            Family("kcoord_consumer_group_reconciliation_seconds", "histogram",
+                   "Time from a member's target assignment changing to the member being stable at it.")
+            .add_histogram(consumer.reconciliation_seconds),
             gauge("kcoord_group_members", "Members of all groups.", members),
             counter("kcoord_rebalances_total", "Group generation bumps (completed joins).",
                     self.count_rebalances()),

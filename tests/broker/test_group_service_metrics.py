@@ -87,3 +87,42 @@ async def test_counters_follow_commits_rebalances_expiry_and_cleaning(tmp_path: 
         assert service.offsets_committed == 80  # expiry tombstones are not commits
         nursery.cancel_scope.cancel()
     await service.close()
+
+
+async def test_consumer_group_counters_follow_heartbeats_epochs_fencing_and_reconciliation(tmp_path: Path) -> None:
+    from broker.coordinator.modern.topics import StaticImage
+
+    config = Config({"offsets.topic.num.partitions": 1})
+    service = GroupService.open(config, tmp_path)
+    service.coordinator.topics = StaticImage.of({"t": 4})
+    router = Router(BrokerContext(config=config, node_id=0, host="127.0.0.1", port=9092, cluster_id="c"))
+    groups.register(router, service)
+    consumer = service.coordinator.consumer
+
+    def beat(member: str, epoch: int, owned: list[dict[str, Any]] | None) -> dict[str, Any]:
+        return {"group_id": "cg", "member_id": member, "member_epoch": epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+                "subscribed_topic_names": ["t"] if epoch == 0 else None, "subscribed_topic_regex": None,
+                "server_assignor": None, "topic_partitions": owned}
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        a = await _call(router, 68, 1, beat("a", 0, []))
+        b = await _call(router, 68, 1, beat("b", 0, []))
+        assert (a.member_epoch, b.member_epoch) == (1, 2)
+        assert consumer.heartbeats == 2 and consumer.epoch_bumps == 2
+        # a gives half up; b then gets its share and both are stable at epoch 2.
+        kept = await _call(router, 68, 1, beat("a", 1, [
+            {"topic_id": tp.topic_id, "partitions": tp.partitions} for tp in a.assignment.topic_partitions]))
+        half = [{"topic_id": tp.topic_id, "partitions": tp.partitions} for tp in kept.assignment.topic_partitions]
+        await _call(router, 68, 1, beat("a", kept.member_epoch, half))
+        await _call(router, 68, 1, beat("b", 2, []))
+        assert consumer.reconciliation_seconds.count >= 1
+        await _call(router, 68, 1, beat("b", -1, None))
+        assert consumer.fenced == 1 and consumer.epoch_bumps == 3
+        names = {family.name for family in service.metrics()}
+        assert {"kcoord_consumer_group_heartbeats_total", "kcoord_consumer_group_epoch_bumps_total",
+                "kcoord_consumer_group_members_fenced_total", "kcoord_consumer_group_reconciliation_seconds",
+                "kcoord_groups_by_type"} <= names
+        nursery.cancel_scope.cancel()
+    await service.close()

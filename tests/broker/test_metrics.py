@@ -13,6 +13,7 @@ import trio
 from broker.config import Config
 from broker.context import BrokerContext
 from broker.coordinator.classic.state import ClassicGroupState as GroupState
+from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.metrics import (
     REQUEST_BUCKETS,
     Family,
@@ -197,7 +198,7 @@ def _scrape_real_server() -> str:
 def test_a_server_reports_every_group_state_and_its_subsystems() -> None:
     exposition = parse(_scrape_real_server())
     states = {dict(labels)["state"] for labels in exposition.series("kcoord_groups")}
-    assert states == {s.value for s in GroupState}
+    assert states == {s.value for s in GroupState} | {s.value for s in ConsumerGroupState}
     assert exposition.get("kcoord_serving") == 1
     for name in ("kcoord_connections", "kcoord_offsets", "kcoord_coordinator_log_bytes", "kcoord_topics",
                  "kcoord_coordinator_log_fsync_duration_seconds_count", "kcoord_produced_records_total"):

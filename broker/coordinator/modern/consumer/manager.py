@@ -49,12 +49,14 @@ from broker.coordinator.records import (
 )
 from broker.coordinator.requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from broker.coordinator.timers import TimerKind, Timers
+from broker.metrics import Histogram
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.coordinator")
 
 E = ErrorCode
 SESSION, REVOCATION = "consumer-session", "consumer-revocation"
+RECONCILIATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
 class HeartbeatError(Exception):
@@ -85,6 +87,9 @@ class ConsumerGroupManager:
         self.heartbeats = 0
         self.epoch_bumps = 0
         self.fenced = 0
+        #: Seconds from a member's target changing to the member being stable at it.
+        self.reconciliation_seconds = Histogram(RECONCILIATION_BUCKETS)
+        self._reconciling_since: dict[tuple[str, str], int] = {}
         # Set by the group manager: converts a classic group for a consumer-protocol join.
         self.upgrade: Callable[[str, list[CoordinatorRecord], Effects, int], ConsumerGroup | None] = (
             lambda _g, _r, _fx, _now: None)
@@ -371,6 +376,12 @@ class ConsumerGroupManager:
             log.info("consumer group %s: member %s at epoch %d is %s", group.group_id, member.member_id,
                      reconciled.member_epoch, reconciled.state.name)
         key = (group.group_id, member.member_id)
+        if reconciled.state is MemberState.STABLE and reconciled.member_epoch == target_epoch:
+            started = self._reconciling_since.pop(key, None)
+            if started is not None:
+                self.reconciliation_seconds.observe(max(now - started, 0) / 1000)
+        else:
+            self._reconciling_since.setdefault(key, now)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             if self.revocations.get(key, (0, -1))[1] != reconciled.member_epoch:
                 deadline = now + max(reconciled.rebalance_timeout_ms, 0)
@@ -428,6 +439,7 @@ class ConsumerGroupManager:
         """Remove a member and bump the epoch (Kafka's consumerGroupFenceMember), or hand the group
         back to the classic protocol when only classic members would be left."""
         self.fenced += 1
+        self._reconciling_since.pop((group.group_id, member_id), None)
         self.sessions.pop((group.group_id, member_id), None)
         self.revocations.pop((group.group_id, member_id), None)
         if self.downgrade(group, member_id, fx, now):
