@@ -35,6 +35,7 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
 OFFSET_DELETE = 47
+CONSUMER_GROUP_DESCRIBE = 69
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -199,6 +200,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str | None  # None when the broker's ListGroups is older than v4
+    group_type: str | None = None  # "classic" or "consumer" (KIP-848); None before ListGroups v5
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,11 @@ class Member:
     client_host: str
     metadata: bytes
     assignment: bytes
+    # Consumer group (KIP-848) members: epoch, subscription, current and target partitions.
+    member_epoch: int | None = None
+    subscription: list[str] | None = None
+    partitions: list[tuple[str, int]] | None = None
+    target: list[tuple[str, int]] | None = None
 
 
 @dataclass
@@ -219,6 +226,10 @@ class GroupDescription:
     protocol: str
     members: list[Member] = field(default_factory=list)
     coordinator: Node | None = None
+    group_type: str = "classic"
+    # Consumer groups (KIP-848): the group and target assignment epochs.
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 # ---------------------------------------------------------------------- the client
@@ -380,7 +391,7 @@ class AdminClient:
             deadline = self._deadline()
             attempt = 0
             while True:
-                _, reply = conn.request(LIST_GROUPS, {"states_filter": states or []}, version)
+                _, reply = conn.request(LIST_GROUPS, {"states_filter": states or [], "types_filter": []}, version)
                 code = int(reply.error_code)
                 if code == E.NONE:
                     break
@@ -391,13 +402,14 @@ class AdminClient:
                 self._retry_or_raise(deadline, attempt, failure)
             for g in reply.groups:
                 state = g.group_state if version >= 4 else None
-                found[g.group_id] = ListedGroup(g.group_id, g.protocol_type, state)
+                found[g.group_id] = ListedGroup(g.group_id, g.protocol_type, state,
+                                                g.group_type if version >= 5 else None)
                 if state is None:
                     stateless.append(g.group_id)
         if stateless:
             for group_id in stateless:
                 found[group_id] = ListedGroup(group_id, found[group_id].protocol_type,
-                                              self.describe_group(group_id).state)
+                                              self.describe_group(group_id).state, found[group_id].group_type)
         groups = sorted(found.values(), key=lambda g: g.group_id)
         if states:
             wanted = {s.lower() for s in states}
@@ -405,12 +417,21 @@ class AdminClient:
         return groups
 
     def describe_group(self, group: str) -> GroupDescription:
-        """State, protocol and members; an unknown group is described as ``Dead``."""
+        """State, protocol and members; an unknown group is described as ``Dead``.
+
+        DescribeGroups describes classic groups; a group it calls Dead may be a KIP-848
+        consumer group, which ConsumerGroupDescribe describes (when the broker has it).
+        """
 
         def call(conn: Connection) -> tuple[GroupDescription, int]:
             _, reply = conn.request(DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False})
             (described,) = reply.groups
             code = int(described.error_code)
+            if (code == E.GROUP_ID_NOT_FOUND or described.group_state == "Dead") \
+                    and CONSUMER_GROUP_DESCRIBE in conn.versions:
+                consumer = self._consumer_group(conn, group)
+                if consumer is not None:
+                    return consumer, E.NONE
             if code == E.GROUP_ID_NOT_FOUND:
                 return GroupDescription(group, "Dead", "", ""), E.NONE
             if code != E.NONE and code not in COORDINATOR_RETRIABLE:
@@ -425,6 +446,29 @@ class AdminClient:
                                     described.protocol_data, members, node), code
 
         return self._with_coordinator(group, "DescribeGroups", call)
+
+    def _consumer_group(self, conn: Connection, group: str) -> GroupDescription | None:
+        _, reply = conn.request(CONSUMER_GROUP_DESCRIBE, {"group_ids": [group], "include_authorized_operations": False})
+        (described,) = reply.groups
+        code = int(described.error_code)
+        if code == E.GROUP_ID_NOT_FOUND:
+            return None
+        if code != E.NONE:
+            raise BrokerError(f"ConsumerGroupDescribe for group {group!r} failed", code)
+
+        def partitions(assignment: Any) -> list[tuple[str, int]]:
+            return sorted((tp.topic_name, int(p)) for tp in assignment.topic_partitions for p in tp.partitions)
+
+        members = [
+            Member(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"", m.member_epoch,
+                   sorted(m.subscribed_topic_names) if m.subscribed_topic_regex is None
+                   else [*sorted(m.subscribed_topic_names), f"/{m.subscribed_topic_regex}/"],
+                   partitions(m.assignment), partitions(m.target_assignment))
+            for m in described.members
+        ]
+        return GroupDescription(group, described.group_state, "consumer", described.assignor_name, members,
+                                self._coordinators.get(group), "consumer", described.group_epoch,
+                                described.assignment_epoch)
 
     def delete_group(self, group: str) -> None:
         def call(conn: Connection) -> tuple[int, int]:

@@ -45,13 +45,13 @@ def to_json(document: Any) -> str:
 
 
 def listed_groups(groups: list[ListedGroup]) -> dict[str, Any]:
-    return {"groups": [{"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}
-                       for g in groups]}
+    return {"groups": [{"group": g.group_id, "type": g.group_type, "state": g.state,
+                        "protocol_type": g.protocol_type} for g in groups]}
 
 
 def listed_groups_table(document: dict[str, Any]) -> str:
-    rows = [(g["group"], g["state"], g["protocol_type"]) for g in document["groups"]]
-    return table(("GROUP", "STATE", "PROTOCOL-TYPE"), rows)
+    rows = [(g["group"], g["type"] or "classic", g["state"], g["protocol_type"]) for g in document["groups"]]
+    return table(("GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"), rows)
 
 
 # ---------------------------------------------------------------------- groups describe
@@ -59,6 +59,8 @@ def listed_groups_table(document: dict[str, Any]) -> str:
 
 def assigned_partitions(member: Member, protocol_type: str) -> list[TopicPartition] | None:
     """The partitions a consumer-protocol member owns; None when the blob is not readable."""
+    if member.partitions is not None:
+        return member.partitions
     if protocol_type != "consumer" or not member.assignment:
         return None if protocol_type != "consumer" else []
     try:
@@ -69,6 +71,8 @@ def assigned_partitions(member: Member, protocol_type: str) -> list[TopicPartiti
 
 
 def subscribed_topics(member: Member, protocol_type: str) -> list[str] | None:
+    if member.subscription is not None:
+        return member.subscription
     if protocol_type != "consumer" or not member.metadata:
         return None
     try:
@@ -81,14 +85,18 @@ def described_members(description: GroupDescription) -> list[dict[str, Any]]:
     members = []
     for m in sorted(description.members, key=lambda m: (m.client_id, m.member_id)):
         assigned = assigned_partitions(m, description.protocol_type)
-        members.append({
+        entry: dict[str, Any] = {
             "member_id": m.member_id,
             "group_instance_id": m.group_instance_id,
             "client_id": m.client_id,
             "host": m.client_host,
             "subscription": subscribed_topics(m, description.protocol_type),
             "assignment": None if assigned is None else [{"topic": t, "partition": p} for t, p in assigned],
-        })
+        }
+        if m.member_epoch is not None:
+            entry["member_epoch"] = m.member_epoch
+            entry["target_assignment"] = [{"topic": t, "partition": p} for t, p in m.target or []]
+        members.append(entry)
     return members
 
 
@@ -126,8 +134,9 @@ def described_group(
     log_ends: dict[TopicPartition, int],
 ) -> dict[str, Any]:
     node = description.coordinator
-    return {
+    document: dict[str, Any] = {
         "group": description.group_id,
+        "type": description.group_type,
         "state": description.state,
         "protocol_type": description.protocol_type,
         "protocol": description.protocol,
@@ -135,6 +144,10 @@ def described_group(
         "members": described_members(description),
         "offsets": described_offsets(description, committed, log_ends),
     }
+    if description.group_epoch is not None:
+        document["group_epoch"] = description.group_epoch
+        document["assignment_epoch"] = description.assignment_epoch
+    return document
 
 
 def described_group_table(document: dict[str, Any], members: bool, offsets: bool) -> str:
@@ -143,8 +156,14 @@ def described_group_table(document: dict[str, Any], members: bool, offsets: bool
     count = len(document["members"])
     protocol = "/".join(p for p in (document["protocol_type"], document["protocol"]) if p) or "-"
     rows: list[tuple[object, ...]]
+    consumer = document.get("type") == "consumer"
+    if consumer:
+        kind = (f"type consumer (KIP-848), assignor {document['protocol'] or '-'}, "
+                f"epoch {document['group_epoch']}, assignment epoch {document['assignment_epoch']}")
+    else:
+        kind = f"type classic, protocol {protocol}"
     parts = [
-        f"Group {document['group']!r}: state {document['state']}, protocol {protocol}, "
+        f"Group {document['group']!r}: state {document['state']}, {kind}, "
         f"{count} member{'s' if count != 1 else ''}, coordinator {where}"
     ]
     if offsets:
@@ -158,11 +177,16 @@ def described_group_table(document: dict[str, Any], members: bool, offsets: bool
         for m in document["members"]:
             assignment = m["assignment"]
             listed = None if assignment is None else _partition_list(assignment)
-            rows.append((document["group"], m["member_id"], m["group_instance_id"], m["host"], m["client_id"],
-                         None if assignment is None else len(assignment), listed))
-        parts.append(table(("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
-                            "ASSIGNMENT"), rows) if rows
-                     else f"Group {document['group']!r} has no active members.")
+            row: tuple[object, ...] = (document["group"], m["member_id"], m["group_instance_id"], m["host"],
+                                       m["client_id"], None if assignment is None else len(assignment), listed)
+            if consumer:
+                row = (*row[:5], m.get("member_epoch"), *row[5:], _partition_list(m.get("target_assignment") or []))
+            rows.append(row)
+        heading: tuple[str, ...] = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                                    "ASSIGNMENT")
+        if consumer:
+            heading = (*heading[:5], "MEMBER-EPOCH", *heading[5:], "TARGET-ASSIGNMENT")
+        parts.append(table(heading, rows) if rows else f"Group {document['group']!r} has no active members.")
     return "\n\n".join(parts)
 
 

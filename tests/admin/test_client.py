@@ -142,7 +142,7 @@ def test_newest_shapes_when_the_broker_speaks_them(fake: FakeBroker) -> None:
     fake.handlers[9] = _offset_fetch([], {("t", 1): 9})
     with AdminClient(fake.bootstrap, timeout=5) as client:
         assert client.fetch_offsets("g") == {("t", 1): CommittedOffset(9, -1, "")}
-    assert fake.seen == [(18, 3), (10, 4), (9, 8)]
+    assert fake.seen == [(18, 3), (10, 4), (9, 9)]
 
 
 def test_no_common_version_is_a_clear_error(fake: FakeBroker) -> None:

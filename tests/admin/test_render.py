@@ -37,13 +37,13 @@ def test_table_aligns_columns_and_dashes_empty_cells() -> None:
 
 
 def test_group_list() -> None:
-    document = listed_groups([ListedGroup("a", "consumer", "Stable"), ListedGroup("bb", "", "Empty")])
-    assert document == {"groups": [{"group": "a", "state": "Stable", "protocol_type": "consumer"},
-                                   {"group": "bb", "state": "Empty", "protocol_type": ""}]}
+    document = listed_groups([ListedGroup("a", "consumer", "Stable", "consumer"), ListedGroup("bb", "", "Empty")])
+    assert document == {"groups": [{"group": "a", "type": "consumer", "state": "Stable", "protocol_type": "consumer"},
+                                   {"group": "bb", "type": None, "state": "Empty", "protocol_type": ""}]}
     assert listed_groups_table(document) == (
-        "GROUP  STATE   PROTOCOL-TYPE\n"
-        "a      Stable  consumer\n"
-        "bb     Empty   -"
+        "GROUP  TYPE      STATE   PROTOCOL-TYPE\n"
+        "a      consumer  Stable  consumer\n"
+        "bb     classic   Empty   -"
     )
 
 
@@ -79,7 +79,7 @@ def test_describe_offsets_with_lag_owner_and_uncommitted_assigned_partitions() -
         "member_id": "m-1", "group_instance_id": "i-1", "client_id": "c1", "host": "/10.0.0.1",
         "subscription": ["t"], "assignment": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]}
     assert json.loads(to_json(document)) == document
-    assert list(document) == ["group", "state", "protocol_type", "protocol", "coordinator", "members", "offsets"]
+    assert list(document) == ["group", "type", "state", "protocol_type", "protocol", "coordinator", "members", "offsets"]
 
 
 def test_describe_tables() -> None:
@@ -87,7 +87,7 @@ def test_describe_tables() -> None:
     document = described_group(_stable_group(), committed, {("t", 0): 10, ("t", 1): 5, ("t", 2): 7})
     offsets = described_group_table(document, members=False, offsets=True)
     assert offsets.splitlines() == [
-        "Group 'g': state Stable, protocol consumer/range, 2 members, coordinator 127.0.0.1:9092 (id 0)",
+        "Group 'g': state Stable, type classic, protocol consumer/range, 2 members, coordinator 127.0.0.1:9092 (id 0)",
         "",
         "GROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST       CLIENT-ID",
         "g      t      0          3               10              7    m-1          /10.0.0.1  c1",
@@ -108,7 +108,7 @@ def test_describe_empty_group_says_so() -> None:
     document = described_group(GroupDescription("e", "Empty", "", ""), {}, {})
     text = described_group_table(document, members=True, offsets=True)
     assert text.splitlines() == [
-        "Group 'e': state Empty, protocol -, 0 members, coordinator -",
+        "Group 'e': state Empty, type classic, protocol -, 0 members, coordinator -",
         "",
         "Group 'e' has no committed offsets and no assigned partitions.",
         "",

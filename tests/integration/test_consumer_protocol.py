@@ -185,3 +185,27 @@ def test_members_carry_on_after_a_kill_9_during_reconciliation(broker_factory: A
             for m in members:
                 m.stop()
     assert_never_owned_twice(members)
+
+
+def test_kcoord_groups_describe_shows_the_type_member_epochs_and_target_beside_current(broker_factory: Any) -> None:
+    from tests.integration.test_admin_cli import kcoord, kcoord_json
+
+    broker: BrokerProcess = broker_factory(CONSUMER)
+    create_topic(broker.bootstrap, "desc", 4)
+    members = [ConsumerProtocolConsumer(broker.bootstrap, "gdesc", "desc").start() for _ in range(2)]
+    try:
+        wait_sizes(broker, members, [2, 2])
+        document = kcoord_json(broker, "groups", "describe", "gdesc", "--members")
+        assert document["type"] == "consumer" and document["state"] == "Stable"
+        assert document["group_epoch"] == document["assignment_epoch"] >= 2
+        for member in document["members"]:
+            assert member["member_epoch"] == document["group_epoch"]
+            assert member["assignment"] == member["target_assignment"] and len(member["assignment"]) == 2
+        table = kcoord(broker, "groups", "describe", "gdesc", "--members").stdout
+        assert "type consumer (KIP-848), assignor uniform" in table
+        assert "MEMBER-EPOCH" in table and "TARGET-ASSIGNMENT" in table
+        listed = {g["group"]: g for g in kcoord_json(broker, "groups", "list")["groups"]}
+        assert listed["gdesc"]["type"] == "consumer" and listed["gdesc"]["state"] == "Stable"
+    finally:
+        for m in members:
+            m.stop()
