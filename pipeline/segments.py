@@ -36,9 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from protocol.consumer_offsets import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
     GroupKey,
     OffsetKey,
     RecordKey,
+    decode_consumer_group_value,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -81,10 +89,20 @@ _LOG_APPEND_TIME_BIT = 0x08
 COLUMNS = (
     "group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp",
     "expire_timestamp", "kind", "generation", "protocol_type", "protocol", "leader", "state",
-    "member_count", "members", "subscribed_topics", "log_offset", "coordinator_partition",
-    "segment", "record_timestamp",
+    "member_count", "members", "subscribed_topics", "member_id", "assignment", "log_offset",
+    "coordinator_partition", "segment", "record_timestamp",
 )
-KINDS = ("commit", "tombstone", "group_metadata", "group_tombstone")
+#: Consumer group (KIP-848) record kinds; each also comes as ``<kind>_tombstone``.
+CONSUMER_GROUP_KINDS = {
+    CONSUMER_GROUP_METADATA: "consumer_group_epoch",
+    CONSUMER_GROUP_PARTITION_METADATA: "consumer_group_subscription",
+    CONSUMER_GROUP_MEMBER_METADATA: "consumer_group_member",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "consumer_group_target_epoch",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer_group_target",
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer_group_assignment",
+}
+KINDS = ("commit", "tombstone", "group_metadata", "group_tombstone",
+         *(k for kind in CONSUMER_GROUP_KINDS.values() for k in (kind, f"{kind}_tombstone")))
 
 
 class SegmentReadError(Exception):
@@ -444,13 +462,14 @@ def decode_segment(
 _KEYS: dict[bytes, RecordKey] = {}
 _KEY_CACHE_SIZE = 200_000
 _NO_OFFSET_VALUE = (None,) * 5
-_NO_GROUP_VALUE = (None,) * 8
+_NO_GROUP_VALUE = (None,) * 10
+_MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS"}
 
 
 def record_row(key: bytes, value: bytes | None, groups: frozenset[str] | None = None) -> tuple[Any, ...] | None:
-    """The decoded columns of one ``__consumer_offsets`` record, up to ``subscribed_topics``.
+    """The decoded columns of one ``__consumer_offsets`` record, up to ``assignment``.
 
-    None for record types this coordinator does not use (KIP-848 and later keys) and for
+    None for record types this coordinator does not use (share and streams groups) and for
     groups outside ``groups``.
     """
     decoded = _KEYS.get(key)
@@ -473,7 +492,7 @@ def record_row(key: bytes, value: bytes | None, groups: frozenset[str] | None = 
             return None
         group_head: tuple[Any, ...] = (decoded.group, None, None, *_NO_OFFSET_VALUE)
         if value is None:
-            return (*group_head, "group_tombstone", None, None, None, None, "Dead", None, None, None)
+            return (*group_head, "group_tombstone", None, None, None, None, "Dead", None, None, None, None, None)
         body = decode_group_value(value)
         consumer = body["protocol_type"] == "consumer"
         members = []
@@ -492,5 +511,45 @@ def record_row(key: bytes, value: bytes | None, groups: frozenset[str] | None = 
         state = "Stable" if members else "Empty"
         return (*group_head, "group_metadata", body["generation"], body["protocol_type"], body["protocol"],
                 body["leader"], state, len(members), members,
-                sorted(union) if union is not None else None)
+                sorted(union) if union is not None else None, None, None)
+    if isinstance(decoded, ConsumerGroupKey):
+        if groups is not None and decoded.group not in groups:
+            return None
+        return _consumer_group_row(decoded, value)
     return None
+
+
+def _assignment_rows(topic_partitions: Any) -> list[dict[str, Any]]:
+    return [{"topic_id": str(tp["topic_id"]), "partitions": sorted(tp["partitions"])} for tp in topic_partitions]
+
+
+def _consumer_group_row(key: ConsumerGroupKey, value: bytes | None) -> tuple[Any, ...]:
+    """A KIP-848 consumer group record: its kind, the group or member it is about, and its content."""
+    kind = CONSUMER_GROUP_KINDS[key.kind]
+    head: tuple[Any, ...] = (key.group, None, None, *_NO_OFFSET_VALUE)
+    if value is None:
+        return (*head, f"{kind}_tombstone", None, "consumer", None, None, None, None, None, None,
+                key.member_id, None)
+    body = decode_consumer_group_value(key.kind, value)
+    generation = state = protocol = None
+    members = topics = assignment = None
+    if key.kind == CONSUMER_GROUP_METADATA:
+        generation = body["epoch"]
+    elif key.kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        generation = body["assignment_epoch"]
+    elif key.kind == CONSUMER_GROUP_PARTITION_METADATA:
+        topics = sorted(t["topic_name"] for t in body["topics"])
+    elif key.kind == CONSUMER_GROUP_MEMBER_METADATA:
+        topics = sorted(body["subscribed_topic_names"])
+        protocol = body["server_assignor"]
+        members = [{"member_id": key.member_id, "group_instance_id": body["instance_id"],
+                    "client_id": body["client_id"], "client_host": body["client_host"],
+                    "subscribed_topics": topics}]
+    elif key.kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+        assignment = _assignment_rows(body["topic_partitions"])
+    else:
+        generation = body["member_epoch"]
+        state = _MEMBER_STATES.get(body["state"], "UNKNOWN")
+        assignment = _assignment_rows(body["assigned_partitions"])
+    return (*head, kind, generation, "consumer", protocol, None, state,
+            None if members is None else len(members), members, topics, key.member_id, assignment)

@@ -67,13 +67,18 @@ _MEMBER = StructType([
     StructField("client_host", StringType()),
     StructField("subscribed_topics", ArrayType(StringType())),
 ])
+_ASSIGNMENT = ArrayType(StructType([
+    StructField("topic_id", StringType()),
+    StructField("partitions", ArrayType(IntegerType())),
+]))
 _TYPES: dict[str, Any] = {
     "group": StringType(), "topic": StringType(), "partition": IntegerType(), "offset": LongType(),
     "leader_epoch": IntegerType(), "metadata": StringType(), "commit_timestamp": LongType(),
     "expire_timestamp": LongType(), "kind": StringType(), "generation": IntegerType(),
     "protocol_type": StringType(), "protocol": StringType(), "leader": StringType(),
     "state": StringType(), "member_count": IntegerType(), "members": ArrayType(_MEMBER),
-    "subscribed_topics": ArrayType(StringType()), "log_offset": LongType(),
+    "subscribed_topics": ArrayType(StringType()), "member_id": StringType(), "assignment": _ASSIGNMENT,
+    "log_offset": LongType(),
     "coordinator_partition": IntegerType(), "segment": StringType(), "record_timestamp": LongType(),
 }
 RECORD_SCHEMA = StructType([StructField(name, _TYPES[name]) for name in COLUMNS])
@@ -92,13 +97,15 @@ _ARROW_MEMBER = pa.struct([
     ("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
     ("client_host", pa.string()), ("subscribed_topics", pa.list_(pa.string())),
 ])
+_ARROW_ASSIGNMENT = pa.list_(pa.struct([("topic_id", pa.string()), ("partitions", pa.list_(pa.int32()))]))
 _ARROW_TYPES: dict[str, pa.DataType] = {
     "group": pa.string(), "topic": pa.string(), "partition": pa.int32(), "offset": pa.int64(),
     "leader_epoch": pa.int32(), "metadata": pa.string(), "commit_timestamp": pa.int64(),
     "expire_timestamp": pa.int64(), "kind": pa.string(), "generation": pa.int32(),
     "protocol_type": pa.string(), "protocol": pa.string(), "leader": pa.string(),
     "state": pa.string(), "member_count": pa.int32(), "members": pa.list_(_ARROW_MEMBER),
-    "subscribed_topics": pa.list_(pa.string()), "log_offset": pa.int64(),
+    "subscribed_topics": pa.list_(pa.string()), "member_id": pa.string(), "assignment": _ARROW_ASSIGNMENT,
+    "log_offset": pa.int64(),
     "coordinator_partition": pa.int32(), "segment": pa.string(), "record_timestamp": pa.int64(),
 }
 _ARROW_RECORD_SCHEMA = pa.schema([(name, _ARROW_TYPES[name]) for name in COLUMNS])

@@ -96,6 +96,60 @@ class LogWriter:
         self._append(group, [(encode_key(GroupKey(group)), encode_group_value(value))], ts,
                      [{"kind": "group_metadata", "generation": generation}])
 
+    def consumer_group(self, group: str, epoch: int, members: dict[str, list[str]], ts: int) -> None:
+        """The records of a KIP-848 consumer group at ``epoch`` whose members each own partition 0..n of t."""
+        import uuid
+
+        from broker.coordinator.modern.consumer.member import ConsumerGroupMember
+        from broker.coordinator.modern.topics import TopicMetadata
+        from broker.coordinator.records import (
+            ConsumerGroupCurrentAssignmentRecord,
+            ConsumerGroupEpochRecord,
+            ConsumerGroupMemberMetadataRecord,
+            ConsumerGroupSubscriptionMetadataRecord,
+            ConsumerGroupTargetAssignmentEpochRecord,
+            ConsumerGroupTargetMemberRecord,
+            CoordinatorRecord,
+            encode,
+        )
+
+        topic_id = uuid.UUID(int=7)
+        typed: list[CoordinatorRecord] = [ConsumerGroupSubscriptionMetadataRecord(
+            group, {"t": TopicMetadata(topic_id, "t", len(members))})]
+        kinds: list[dict[str, Any]] = [{"kind": "consumer_group_subscription"}]
+        for i, (member, topics) in enumerate(members.items()):
+            m = ConsumerGroupMember(member, client_id="c", client_host="/127.0.0.1",
+                                    subscribed_topic_names=tuple(topics), rebalance_timeout_ms=30000,
+                                    member_epoch=epoch, previous_member_epoch=epoch - 1,
+                                    assigned_partitions={topic_id: frozenset({i})})
+            typed += [ConsumerGroupMemberMetadataRecord(group, member, m),
+                      ConsumerGroupTargetMemberRecord(group, member, m.assigned_partitions),
+                      ConsumerGroupCurrentAssignmentRecord(group, member, m)]
+            kinds += [{"kind": "consumer_group_member", "member_id": member},
+                      {"kind": "consumer_group_target", "member_id": member},
+                      {"kind": "consumer_group_assignment", "member_id": member, "generation": epoch}]
+        typed += [ConsumerGroupEpochRecord(group, epoch), ConsumerGroupTargetAssignmentEpochRecord(group, epoch)]
+        kinds += [{"kind": "consumer_group_epoch", "generation": epoch},
+                  {"kind": "consumer_group_target_epoch", "generation": epoch}]
+        self._append(group, [encode(r) for r in typed], ts, kinds)
+
+    def consumer_group_gone(self, group: str, members: list[str], ts: int) -> None:
+        """What deleting an empty consumer group writes after its members left: the group's tombstones."""
+        from broker.coordinator.records import (
+            ConsumerGroupEpochRecord,
+            ConsumerGroupSubscriptionMetadataRecord,
+            ConsumerGroupTargetAssignmentEpochRecord,
+            CoordinatorRecord,
+            encode,
+        )
+
+        typed: list[CoordinatorRecord] = [ConsumerGroupTargetAssignmentEpochRecord(group, None),
+                                          ConsumerGroupSubscriptionMetadataRecord(group, None),
+                                          ConsumerGroupEpochRecord(group, None)]
+        self._append(group, [encode(r) for r in typed], ts, [
+            {"kind": "consumer_group_target_epoch_tombstone"}, {"kind": "consumer_group_subscription_tombstone"},
+            {"kind": "consumer_group_epoch_tombstone"}])
+
     def compact(self, now: int) -> None:
         self.log.sync()
         self.log.compact_all(now, 10**12)

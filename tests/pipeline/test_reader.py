@@ -201,6 +201,29 @@ AS_OF_EXPECTED: dict[int, dict[str, dict[tuple[str, int], int]]] = {
 }
 
 
+def test_consumer_group_records_are_history_rows_and_leave_as_of_alone(tmp_path: Path) -> None:
+    w = LogWriter(tmp_path, partitions=1)
+    w.commit("cg", {("t", 0): 4}, T0 + 100)
+    w.consumer_group("cg", 3, {"m1": ["t"], "m2": ["t"]}, T0 + 200)
+    w.commit("cg", {("t", 1): 9}, T0 + 300)
+    w.consumer_group_gone("cg", ["m1", "m2"], T0 + 400)
+    w.close()
+    rows = history.read_rows(tmp_path)
+    kinds = [r["kind"] for r in rows]
+    assert kinds == [k["kind"] for k in w.written]
+    by_kind = {r["kind"]: r for r in rows}
+    assert by_kind["consumer_group_epoch"]["generation"] == 3
+    assert by_kind["consumer_group_subscription"]["subscribed_topics"] == ["t"]
+    assert by_kind["consumer_group_member"]["members"][0]["subscribed_topics"] == ["t"]
+    assignment = by_kind["consumer_group_assignment"]
+    assert (assignment["member_id"], assignment["generation"], assignment["state"]) == ("m2", 3, "STABLE")
+    assert assignment["assignment"] == [{"topic_id": "00000000-0000-0000-0000-000000000007", "partitions": [1]}]
+    assert by_kind["consumer_group_epoch_tombstone"]["protocol_type"] == "consumer"
+    # as-of reads offsets only: the group's records, its end included, change nothing.
+    assert {tp: v["offset"] for tp, v in history.offsets_as_of(tmp_path, T0 + 500)["cg"].items()} == {
+        ("t", 0): 4, ("t", 1): 9}
+
+
 @pytest.mark.parametrize("compact", [False, True], ids=["as-written", "compacted-with-history"])
 def test_offsets_as_of_follows_log_order_tombstones_and_group_deletes(tmp_path: Path, compact: bool) -> None:
     w = as_of_scenario(tmp_path)

@@ -44,8 +44,11 @@ def broker_log(tmp_path_factory: pytest.TempPathFactory) -> scenario.Scenario:
 def written_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("written") / "data"
     w = as_of_scenario(data_dir)
+    w.consumer_group("cg", 2, {"m1": ["orders"], "m2": ["orders"]}, T0 + 6500)
     for i in range(60):
         w.commit(f"busy{i % 4}", {("orders", 0): i, ("orders", 1): i + 1}, T0 + 7000 + i * 1000)
+        if i == 30:
+            w.consumer_group_gone("cg", ["m1", "m2"], T0 + 7000 + i * 1000)
         if i % 20 == 19:
             w.compact(T0 + 7000 + i * 1000)
     w.close()
