@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,6 +251,82 @@ async def form_group(address: tuple[str, int], group: str, members: int, limit: 
         if elapsed is None:
             await conn.aclose()
     return elapsed, formed
+
+
+async def form_consumer_group(address: tuple[str, int], group: str, members: int, topic: str, limit: float,
+                              ) -> tuple[float | None, list[tuple[Connection, str, int]]]:
+    """N KIP-848 members join one group with ConsumerGroupHeartbeat and reconcile.
+
+    Each member heartbeats as a client does (reporting what it owns, so revocations are
+    acknowledged), without waiting between heartbeats, until every member is at the same
+    epoch and the topic's partitions are owned once each. Returns that time (None if not
+    reached within ``limit``) and the members' (connection, member id, epoch).
+    """
+    conns = [await Connection.open(address) for _ in range(members)]
+    ids = [f"bench-{i}-{uuid.uuid4().hex[:8]}" for i in range(members)]
+    owned: dict[int, dict[Any, list[int]]] = {i: {} for i in range(members)}
+    epochs: dict[int, int] = {}
+    complete = trio.Event()
+    total = {"partitions": -1}
+
+    def settled() -> bool:
+        if len(epochs) < members or len(set(epochs.values())) != 1:
+            return False
+        claimed = [(t, p) for parts in owned.values() for t, ps in parts.items() for p in ps]
+        return len(claimed) == len(set(claimed)) == total["partitions"]
+
+    async def member(i: int) -> None:
+        conn = conns[i]
+        member_id = ids[i]
+        epoch = 0
+        while not complete.is_set():
+            body = {"group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": None,
+                    "rack_id": None, "rebalance_timeout_ms": 60000 if epoch == 0 else -1,
+                    "subscribed_topic_names": [topic] if epoch == 0 else None, "subscribed_topic_regex": None,
+                    "server_assignor": None,
+                    "topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in owned[i].items()]}
+            reply = await conn.request(68, 1, body)
+            if reply.error_code != 0:
+                epoch = 0
+                owned[i] = {}
+                await trio.sleep(0.01)
+                continue
+            changed = reply.member_epoch != epoch or reply.assignment is not None
+            epoch = reply.member_epoch
+            epochs[i] = epoch
+            if reply.assignment is not None:
+                owned[i] = {tp.topic_id: list(tp.partitions) for tp in reply.assignment.topic_partitions}
+            if settled():
+                complete.set()
+                return
+            if not changed:
+                await trio.sleep(0.005)
+
+    await create_topic(address, topic, members)
+    total["partitions"] = members
+    begin = time.perf_counter()
+    elapsed: float | None = None
+    async with trio.open_nursery() as nursery:
+        for i in range(members):
+            nursery.start_soon(member, i)
+        with trio.move_on_after(limit):
+            await complete.wait()
+            elapsed = time.perf_counter() - begin
+        nursery.cancel_scope.cancel()
+    formed = [(conns[i], ids[i], epochs.get(i, 0)) for i in range(members)]
+    if elapsed is None:
+        for conn in conns:
+            await conn.aclose()
+        formed = []
+    return elapsed, formed
+
+
+def consumer_heartbeat_factory(group: str, member_id: str, epoch: int) -> FrameFactory:
+    """A steady-state ConsumerGroupHeartbeat: nothing changed, nothing to report."""
+    return FrameFactory(68, 1, {"group_id": group, "member_id": member_id, "member_epoch": epoch,
+                                "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1,
+                                "subscribed_topic_names": None, "subscribed_topic_regex": None,
+                                "server_assignor": None, "topic_partitions": None})
 
 
 def heartbeat_factory(group: str, member_id: str, generation: int) -> FrameFactory:

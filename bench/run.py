@@ -25,6 +25,8 @@ from bench.brokers import REPO, Broker, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
 HEARTBEAT_KEY = "Heartbeat requests/s (10 members, depth 8)"
+CONSUMER_HEARTBEAT_KEY = "ConsumerGroupHeartbeat requests/s (10 members, depth 8)"
+NO_KIP848 = "has no KIP-848 consumer group protocol"
 KCOORD_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "log.flush.policy": "durable"}
 
 
@@ -129,6 +131,35 @@ class Bench:
                 result, cpu = self.measure(broker, lambda f=factories: trio.run(  # type: ignore[misc]
                     loadgen.run_connections, broker.address, f, self.seconds, 8))
                 self.record(HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu)
+            trio.run(_close_all, members)
+        self.consumer_group_workloads(broker)
+
+    def consumer_group_workloads(self, broker: Broker) -> None:
+        """KIP-848: N members join with ConsumerGroupHeartbeat until all reach the target assignment."""
+        keys = [f"ConsumerGroupHeartbeat join until reconciled, {n} members (s)" for n in self.members]
+        if broker.name != "kcoord":
+            for key in [*keys, CONSUMER_HEARTBEAT_KEY]:
+                self.missing(key, broker.name, NO_KIP848)
+            return
+        failed_at: int | None = None
+        for n, key in zip(self.members, keys, strict=True):
+            if failed_at is not None:
+                self.missing(key, broker.name, f"not attempted: {failed_at} members did not reconcile")
+                continue
+            group = f"cg-{n}-{time.time_ns()}"
+            elapsed, members = trio.run(loadgen.form_consumer_group, broker.address, group, n, f"{group}-t",
+                                        GROUP_LIMIT_S)
+            if elapsed is None:
+                failed_at = n
+                self.missing(key, broker.name, f"did not reconcile within {GROUP_LIMIT_S:g} s")
+                continue
+            self.record(key, "s", False, broker.name, elapsed)
+            if n == 10:
+                factories = [loadgen.consumer_heartbeat_factory(group, member_id, epoch)
+                             for _, member_id, epoch in members]
+                result, cpu = self.measure(broker, lambda f=factories: trio.run(  # type: ignore[misc]
+                    loadgen.run_connections, broker.address, f, self.seconds, 8))
+                self.record(CONSUMER_HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu)
             trio.run(_close_all, members)
 
     def missing(self, key: str, broker: str, why: str) -> None:

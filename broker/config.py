@@ -93,6 +93,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Known: uniform (balanced and sticky) and range.",
             lambda v: bool(v) and all(a.strip() in ("uniform", "range") for a in v.split(",")),
             "a list of uniform and range"),
+    Setting("group.consumer.assignment.interval.ms", int, 100,
+            "kcoord-specific: a consumer group's target assignment is computed at most this often; "
+            "epoch bumps in between (members joining or leaving together) share one computation, "
+            "made when the interval is up. 0 computes on every bump, as Kafka 4.0 does.",
+            _non_negative, ">= 0"),
     Setting("group.consumer.migration.policy", str, "bidirectional",
             "Online migration between the classic and the consumer protocol: bidirectional, upgrade "
             "(classic groups may become consumer groups), downgrade (the reverse) or disabled.",

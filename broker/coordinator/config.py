@@ -28,6 +28,9 @@ class CoordinatorConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2_147_483_647
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.assignment.interval.ms: a group's target is computed at most this often
+    # (0: on every epoch bump, as Kafka 4.0 does).
+    consumer_assignment_interval_ms: int = 100
     # group.consumer.migration.policy: which way a group may change protocol with members in it.
     migration_policy: str = "bidirectional"
     # group.coordinator.rebalance.protocols
@@ -55,6 +58,7 @@ class CoordinatorConfig:
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
             consumer_max_size=config["group.consumer.max.size"],
+            consumer_assignment_interval_ms=config["group.consumer.assignment.interval.ms"],
             consumer_assignors=tuple(a.strip() for a in config["group.consumer.assignors"].split(",") if a.strip()),
             migration_policy=config["group.consumer.migration.policy"],
             rebalance_protocols=tuple(

@@ -25,7 +25,8 @@ T = topic_id("t")
 
 
 def harness(partitions: dict[str, int] | None = None, **config: Any) -> Harness:
-    settings: dict[str, Any] = {"consumer_session_timeout_ms": 10_000, "consumer_heartbeat_interval_ms": 1_000}
+    settings: dict[str, Any] = {"consumer_session_timeout_ms": 10_000, "consumer_heartbeat_interval_ms": 1_000,
+                                "consumer_assignment_interval_ms": 0}
     settings.update(config)
     h = Harness(CoordinatorConfig(**settings))
     h.coord.topics = StaticImage.of(partitions if partitions is not None else {"t": 6})

@@ -28,6 +28,7 @@ def subscription(topics: list[str]) -> bytes:
 
 def harness(**config: Any) -> Harness:
     settings: dict[str, Any] = {"initial_rebalance_delay_ms": 0, "consumer_session_timeout_ms": 10_000,
+                                "consumer_assignment_interval_ms": 0,
                                 "consumer_heartbeat_interval_ms": 1_000}
     settings.update(config)
     h = Harness(CoordinatorConfig(**settings))

@@ -168,13 +168,14 @@ def test_a_mixed_group_upgrades_balances_and_goes_back_to_classic(
 
 
 def test_members_carry_on_after_a_kill_9_during_reconciliation(broker_factory: Any, tmp_path: Any) -> None:
-    broker: BrokerProcess = broker_factory(CONSUMER)
+    broker: BrokerProcess = broker_factory(CONSUMER, extra_args=["--log-level", "DEBUG"])
     create_topic(broker.bootstrap, "crash", 6)
     members = [ConsumerProtocolConsumer(broker.bootstrap, "gcrash", "crash").start() for _ in range(2)]
     with Producing(broker.bootstrap, "crash", 6):
         try:
             wait_sizes(broker, members, [3, 3])
             members.append(ConsumerProtocolConsumer(broker.bootstrap, "gcrash", "crash").start())
+            # The coordinator logs each reconciliation step at DEBUG: kill it in the middle of one.
             broker.wait_for_log("consumer group gcrash: member .* is (UNREVOKED|UNRELEASED)_PARTITIONS")
             broker.kill()
             broker.listen = f"{broker.host}:{broker.port}"

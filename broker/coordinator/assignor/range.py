@@ -30,7 +30,7 @@ class RangeAssignor:
         out: GroupAssignment = {}
         for member_id in order:
             assignment: dict[uuid.UUID, frozenset[int]] = {}
-            for topic_id in sorted(spec.members[member_id].subscribed_topic_ids, key=str):
+            for topic_id in sorted(spec.members[member_id].subscribed_topic_ids):
                 count = subscribers.get(topic_id)
                 if count is None:
                     continue

@@ -22,13 +22,15 @@ def _kept(spec: GroupSpec, member_id: str, taken: set[TopicPartition]) -> list[T
     """The member's current partitions it may still hold: subscribed, existing, not already taken."""
     member = spec.members[member_id]
     out = []
-    for topic_id in sorted(member.assignment, key=str):
-        if topic_id not in member.subscribed_topic_ids:
+    subscribed = member.subscribed_topic_ids
+    counts = spec.partitions
+    for topic_id, partitions in sorted(member.assignment.items()):
+        if topic_id not in subscribed:
             continue
-        count = spec.partitions.get(topic_id)
+        count = counts.get(topic_id)
         if count is None:
             continue
-        for partition in sorted(member.assignment[topic_id]):
+        for partition in sorted(partitions):
             tp = (topic_id, partition)
             if partition < count and tp not in taken:
                 taken.add(tp)
@@ -37,6 +39,11 @@ def _kept(spec: GroupSpec, member_id: str, taken: set[TopicPartition]) -> list[T
 
 
 def _as_assignment(partitions: list[TopicPartition]) -> dict[uuid.UUID, frozenset[int]]:
+    if not partitions:
+        return {}
+    first = partitions[0][0]
+    if all(t == first for t, _ in partitions):
+        return {first: frozenset(p for _, p in partitions)}
     grouped: dict[uuid.UUID, set[int]] = {}
     for topic_id, partition in partitions:
         grouped.setdefault(topic_id, set()).add(partition)
@@ -56,7 +63,7 @@ class UniformAssignor:
     @staticmethod
     def _homogeneous(spec: GroupSpec) -> GroupAssignment:
         first = next(iter(spec.members.values()))
-        topics = sorted((t for t in first.subscribed_topic_ids if t in spec.partitions), key=str)
+        topics = sorted((t for t in first.subscribed_topic_ids if t in spec.partitions))
         total = sum(spec.partitions[t] for t in topics)
         taken: set[TopicPartition] = set()
         current = {m: _kept(spec, m, taken) for m in sorted(spec.members)}
@@ -71,12 +78,18 @@ class UniformAssignor:
                 taken.discard(tp)
         free = [(t, p) for t in topics for p in range(spec.partitions[t]) if (t, p) not in taken]
         position = 0
+        out: GroupAssignment = {}
         for member_id in order:
             room = quotas[member_id] - len(held[member_id])
             if room > 0:
                 held[member_id].extend(free[position:position + room])
                 position += room
-        return {m: _as_assignment(held[m]) for m in order}
+            elif len(held[member_id]) == sum(len(ps) for ps in spec.members[member_id].assignment.values()):
+                # Kept everything it had and gained nothing: the same assignment, no rebuilding.
+                out[member_id] = dict(spec.members[member_id].assignment)
+                continue
+            out[member_id] = _as_assignment(held[member_id])
+        return out
 
     @staticmethod
     def _heterogeneous(spec: GroupSpec) -> GroupAssignment:
@@ -89,7 +102,7 @@ class UniformAssignor:
         held: dict[str, list[TopicPartition]] = {m: _kept(spec, m, taken) for m in sorted(spec.members)}
         owner: dict[TopicPartition, str] = {tp: m for m, tps in held.items() for tp in tps}
         counts = {m: len(tps) for m, tps in held.items()}
-        for topic_id in sorted(subscribers, key=str):
+        for topic_id in sorted(subscribers):
             for partition in range(spec.partitions[topic_id]):
                 tp = (topic_id, partition)
                 if tp in owner:

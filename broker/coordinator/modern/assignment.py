@@ -27,7 +27,7 @@ def assignment_of(pairs: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> dict[uuid
 
 def pairs_of(assignment: Assignment) -> list[tuple[uuid.UUID, list[int]]]:
     """(topic id, sorted partitions), in a stable order: for records and replies."""
-    return [(topic_id, sorted(assignment[topic_id])) for topic_id in sorted(assignment, key=str)]
+    return [(topic_id, sorted(assignment[topic_id])) for topic_id in sorted(assignment)]
 
 
 def union(a: Assignment, b: Assignment) -> dict[uuid.UUID, frozenset[int]]:

@@ -221,7 +221,7 @@ class ClassicMembers:
         names = {meta.topic_id: name for name, meta in group.subscription_metadata.items()}
         image = self.consumer.image()
         topics = []
-        for topic_id in sorted(assignment, key=str):
+        for topic_id in sorted(assignment):
             name = names.get(topic_id) or (image.topic_name(topic_id) if image else None)
             if name is not None:
                 topics.append({"topic": name, "partitions": sorted(assignment[topic_id])})

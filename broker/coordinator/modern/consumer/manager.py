@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 
 from broker.coordinator.assignor import ASSIGNORS
 from broker.coordinator.config import CoordinatorConfig
@@ -55,7 +56,7 @@ from protocol.errors import ErrorCode
 log = logging.getLogger("kcoord.coordinator")
 
 E = ErrorCode
-SESSION, REVOCATION = "consumer-session", "consumer-revocation"
+SESSION, REVOCATION, ASSIGNMENT = "consumer-session", "consumer-revocation", "consumer-assignment"
 RECONCILIATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
@@ -83,6 +84,8 @@ class ConsumerGroupManager:
         self.regexes = RegexCache()
         self.sessions: dict[tuple[str, str], int] = {}
         self.revocations: dict[tuple[str, str], tuple[int, int]] = {}  # deadline, member epoch
+        self.assigned_at: dict[str, int] = {}  # group -> when its target was last computed
+        self.assignments_due: dict[str, int] = {}  # group -> when its deferred target is computed
         # Counters for the metrics collector.
         self.heartbeats = 0
         self.epoch_bumps = 0
@@ -96,6 +99,7 @@ class ConsumerGroupManager:
         self.downgrade: Callable[[ConsumerGroup, str, Effects, int], bool] = lambda _g, _m, _fx, _now: False
         timers.register(SESSION, TimerKind(self._session_current, self._on_session_expired))
         timers.register(REVOCATION, TimerKind(self._revocation_current, self._on_revocation_expired))
+        timers.register(ASSIGNMENT, TimerKind(self._assignment_current, self._on_assignment_due))
 
     # ------------------------------------------------------------------ lookups
 
@@ -318,15 +322,50 @@ class ConsumerGroupManager:
             epoch += 1
             records.append(ConsumerGroupEpochRecord(group_id, epoch))
             self.epoch_bumps += 1
-            log.info("consumer group %s: epoch %d", group_id, epoch)
+            log.debug("consumer group %s: epoch %d", group_id, epoch)
         if epoch > group.assignment_epoch:
-            assignor = ASSIGNORS[self._assignor_for(group, member, updated)]
-            result = build_target(group_id, epoch, assignor, group.members, group.target_assignment,
-                                  subscription, group.member_topic_names, changes,
-                                  {updated.member_id: replaced} if replaced else None)
-            records.extend(result.records)
-            return epoch, result.members.get(updated.member_id, {})
+            if self._assignment_due(group_id, now):
+                assignor = ASSIGNORS[self._assignor_for(group, member, updated)]
+                result = build_target(group_id, epoch, assignor, group.members, group.target_assignment,
+                                      subscription, group.member_topic_names, changes,
+                                      {updated.member_id: replaced} if replaced else None)
+                records.extend(result.records)
+                self.assigned_at[group_id] = now
+                return epoch, result.members.get(updated.member_id, {})
+            self._schedule_assignment(group_id)
         return group.assignment_epoch, group.member_target(updated.member_id, updated.instance_id)
+
+    # ------------------------------------------------------------------ batched target assignments
+
+    def _assignment_due(self, group_id: str, now: int) -> bool:
+        """Whether a new target may be computed now (``group.consumer.assignment.interval.ms``)."""
+        last = self.assigned_at.get(group_id)
+        interval = self.config.consumer_assignment_interval_ms
+        return interval <= 0 or last is None or now - last >= interval
+
+    def _schedule_assignment(self, group_id: str) -> None:
+        """Compute the group's target when its interval is up, for every change made meanwhile."""
+        if group_id in self.assignments_due:
+            return
+        deadline = self.assigned_at.get(group_id, 0) + self.config.consumer_assignment_interval_ms
+        self.assignments_due[group_id] = deadline
+        self.timers.schedule(deadline, ASSIGNMENT, group_id)
+
+    def _assignment_current(self, deadline: int, group_id: str, _member_id: str) -> bool:
+        return self.assignments_due.get(group_id) == deadline
+
+    def _on_assignment_due(self, group_id: str, _member_id: str, now: int, fx: Effects) -> None:
+        del self.assignments_due[group_id]
+        group = self.group(group_id)
+        if group is None or group.group_epoch <= group.assignment_epoch:
+            return
+        names = self.assignor_names()
+        assignor = ASSIGNORS[group.preferred_assignor(names[0] if names else "uniform")]
+        result = build_target(group_id, group.group_epoch, assignor, group.members, group.target_assignment,
+                              group.subscription_metadata, group.member_topic_names)
+        self.assigned_at[group_id] = now
+        self.write(group_id, result.records, fx)
+        log.info("consumer group %s: target assignment for epoch %d", group_id, group.group_epoch)
 
     def _assignor_for(self, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember) -> str:
         names = self.assignor_names()
@@ -341,27 +380,30 @@ class ConsumerGroupManager:
     def subscription_metadata(self, group: ConsumerGroup, changes: Mapping[str, ConsumerGroupMember | None],
                               image: MetadataImage | None) -> dict[str, TopicMetadata]:
         """The subscribed topics' metadata with ``changes`` applied to the members (Kafka's
-        computeSubscriptionMetadata over computeSubscribedTopicNames)."""
-        members = dict(group.members)
+        computeSubscriptionMetadata over computeSubscribedTopicNames): from the group's
+        per-topic and per-regex counts, so it costs the topics, not the members."""
+        names = Counter(group.topic_counts)
+        regexes = Counter(group.regex_counts)
         for member_id, member in changes.items():
-            if member is None:
-                members.pop(member_id, None)
-            else:
-                members[member_id] = member
-        if image is not None:
-            for member in members.values():
-                if member.subscribed_topic_regex:
-                    group.resolved_regexes[member.subscribed_topic_regex] = self.regexes.resolve(
-                        member.subscribed_topic_regex, image)
-        names: set[str] = set()
-        for member in members.values():
-            names |= group.member_topic_names(member)
-        out = {}
-        if image is not None:
-            for name in sorted(names):
-                meta = image.topic_metadata(name)
-                if meta is not None:
-                    out[name] = meta
+            for who, delta in ((group.members.get(member_id), -1), (member, 1)):
+                if who is None:
+                    continue
+                for name in who.subscribed_topic_names:
+                    names[name] += delta
+                if who.subscribed_topic_regex:
+                    regexes[who.subscribed_topic_regex] += delta
+        out: dict[str, TopicMetadata] = {}
+        if image is None:
+            return out
+        wanted = {name for name, count in names.items() if count > 0}
+        for regex, count in regexes.items():
+            if count > 0:
+                group.resolved_regexes[regex] = resolved = self.regexes.resolve(regex, image)
+                wanted |= resolved
+        for name in sorted(wanted):
+            meta = image.topic_metadata(name)
+            if meta is not None:
+                out[name] = meta
         return out
 
     def reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember, target_epoch: int, target: Assignment,
@@ -373,8 +415,8 @@ class ConsumerGroupManager:
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH, str(exc)) from None
         if not reconciled.assignment_equals(member) or member.member_id not in group.members:
             records.append(ConsumerGroupCurrentAssignmentRecord(group.group_id, member.member_id, reconciled))
-            log.info("consumer group %s: member %s at epoch %d is %s", group.group_id, member.member_id,
-                     reconciled.member_epoch, reconciled.state.name)
+            log.debug("consumer group %s: member %s at epoch %d is %s", group.group_id, member.member_id,
+                      reconciled.member_epoch, reconciled.state.name)
         key = (group.group_id, member.member_id)
         if reconciled.state is MemberState.STABLE and reconciled.member_epoch == target_epoch:
             started = self._reconciling_since.pop(key, None)
@@ -391,7 +433,7 @@ class ConsumerGroupManager:
             self.revocations.pop(key, None)
         return reconciled
 
-    def write(self, group_id: str, records: list[CoordinatorRecord], fx: Effects) -> None:
+    def write(self, group_id: str, records: Sequence[CoordinatorRecord], fx: Effects) -> None:
         for record in records:
             fx.write(group_id, record)
 
@@ -452,6 +494,8 @@ class ConsumerGroupManager:
         records.append(ConsumerGroupEpochRecord(group.group_id, group.group_epoch + 1))
         self.epoch_bumps += 1
         self.write(group.group_id, records, fx)
+        if self.config.consumer_assignment_interval_ms > 0 and group.members:
+            self._schedule_assignment(group.group_id)
 
     # ------------------------------------------------------------------ timers
 
@@ -489,10 +533,14 @@ class ConsumerGroupManager:
     # ------------------------------------------------------------------ load
 
     def on_loaded(self, now: int) -> None:
-        """After replay: every member's session starts now, and revocations are timed again."""
+        """After replay: every member's session starts now, revocations are timed again, and a
+        group whose epoch is ahead of its target gets one."""
         for group in self.groups.values():
             if not isinstance(group, ConsumerGroup):
                 continue
+            if group.group_epoch > group.assignment_epoch and group.members:
+                self.assignments_due[group.group_id] = now
+                self.timers.schedule(now, ASSIGNMENT, group.group_id)
             for member in group.members.values():
                 timeout = (member.classic.session_timeout_ms if member.classic is not None
                            else self.config.consumer_session_timeout_ms)
