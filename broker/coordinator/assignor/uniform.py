@@ -63,7 +63,7 @@ class UniformAssignor:
     @staticmethod
     def _homogeneous(spec: GroupSpec) -> GroupAssignment:
         first = next(iter(spec.members.values()))
-        topics = sorted((t for t in first.subscribed_topic_ids if t in spec.partitions))
+        topics = sorted(t for t in first.subscribed_topic_ids if t in spec.partitions)
         total = sum(spec.partitions[t] for t in topics)
         taken: set[TopicPartition] = set()
         current = {m: _kept(spec, m, taken) for m in sorted(spec.members)}
