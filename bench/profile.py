@@ -3,8 +3,8 @@
     python -m bench.profile [--workload commit|heartbeat|fetch] [--seconds 8]
 
 Prints the functions with the most samples (own time and total time), so the claims in
-docs/benchmarks.md about what limits each figure can be checked. Needs py-spy
-(``pip install py-spy``) and permission to ptrace the broker (root, or the same user with
+docs/benchmarks.md about what limits each figure can be checked. Uses py-spy
+(installed with the dev extra) and permission to ptrace the broker (root, or the same user with
 ptrace allowed).
 """
 
