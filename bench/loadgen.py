@@ -186,6 +186,12 @@ async def create_topic(address: tuple[str, int], name: str, partitions: int) -> 
         await conn.aclose()
 
 
+async def close_all(members: list[tuple[Connection, str, int]]) -> None:
+    """Close the connections of the members ``form_group`` or ``form_consumer_group`` returned."""
+    for conn, _, _ in members:
+        await conn.aclose()
+
+
 async def form_group(address: tuple[str, int], group: str, members: int, limit: float,
                      session_timeout_ms: int = 60000, rebalance_timeout_ms: int = 10000,
                      ) -> tuple[float | None, list[tuple[Connection, str, int]]]:
@@ -254,7 +260,7 @@ async def form_group(address: tuple[str, int], group: str, members: int, limit: 
 
 
 async def form_consumer_group(address: tuple[str, int], group: str, members: int, topic: str, limit: float,
-                              ) -> tuple[float | None, list[tuple[Connection, str, int]]]:
+                              create: bool = True) -> tuple[float | None, list[tuple[Connection, str, int]]]:
     """N KIP-848 members join one group with ConsumerGroupHeartbeat and reconcile.
 
     Each member heartbeats as a client does (reporting what it owns, so revocations are
@@ -302,7 +308,8 @@ async def form_consumer_group(address: tuple[str, int], group: str, members: int
             if not changed:
                 await trio.sleep(0.005)
 
-    await create_topic(address, topic, members)
+    if create:  # a topic of one partition per member
+        await create_topic(address, topic, members)
     total["partitions"] = members
     begin = time.perf_counter()
     elapsed: float | None = None

@@ -1,6 +1,6 @@
 """Where the broker's time goes: py-spy samples kcoord while the load generator runs.
 
-    python -m bench.profile [--workload commit|heartbeat|fetch] [--seconds 8]
+    python -m bench.profile [--workload commit|heartbeat|fetch|consumer-join|consumer-heartbeat] [--seconds 8]
 
 Prints the functions with the most samples (own time and total time), so the claims in
 docs/benchmarks.md about what limits each figure can be checked. Uses py-spy
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import trio
@@ -34,6 +35,22 @@ def _workload(name: str, address: tuple[str, int], seconds: float) -> None:
         trio.run(loadgen.create_topic, address, "bench", 1)
         factories = [loadgen.fetch_offsets_factory(f"profile-{i}", "bench", 1) for i in range(8)]
         trio.run(loadgen.run_connections, address, factories, seconds, 8)
+    elif name == "consumer-join":
+        # KIP-848: 1,000 members join one group and reconcile, repeatedly for the whole window.
+        trio.run(loadgen.create_topic, address, "profile-cg", 1000)
+        deadline = time.monotonic() + seconds
+        round_ = 0
+        while time.monotonic() < deadline:
+            elapsed, members = trio.run(loadgen.form_consumer_group, address, f"profile-cg-{round_}", 1000,
+                                        "profile-cg", 60.0, False)
+            print(f"1,000 members reconciled in {elapsed} s", file=sys.stderr)
+            trio.run(loadgen.close_all, members)
+            round_ += 1
+    elif name == "consumer-heartbeat":
+        elapsed, members = trio.run(loadgen.form_consumer_group, address, "profile", 10, "profile-t", 30.0)
+        assert elapsed is not None, "the group did not reconcile"
+        factories = [loadgen.consumer_heartbeat_factory("profile", m, e) for _, m, e in members]
+        trio.run(loadgen.run_connections, address, factories, seconds, 8)
     else:
         elapsed, members = trio.run(loadgen.form_group, address, "profile", 10, 30.0)
         assert elapsed is not None, "the group did not form"
@@ -43,7 +60,8 @@ def _workload(name: str, address: tuple[str, int], seconds: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workload", choices=["commit", "heartbeat", "fetch"], default="commit")
+    parser.add_argument("--workload", choices=["commit", "heartbeat", "fetch", "consumer-join", "consumer-heartbeat"],
+                        default="commit")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)

@@ -131,7 +131,7 @@ class Bench:
                 result, cpu = self.measure(broker, lambda f=factories: trio.run(  # type: ignore[misc]
                     loadgen.run_connections, broker.address, f, self.seconds, 8))
                 self.record(HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu)
-            trio.run(_close_all, members)
+            trio.run(loadgen.close_all, members)
         self.consumer_group_workloads(broker)
 
     def consumer_group_workloads(self, broker: Broker) -> None:
@@ -160,7 +160,7 @@ class Bench:
                 result, cpu = self.measure(broker, lambda f=factories: trio.run(  # type: ignore[misc]
                     loadgen.run_connections, broker.address, f, self.seconds, 8))
                 self.record(CONSUMER_HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu)
-            trio.run(_close_all, members)
+            trio.run(loadgen.close_all, members)
 
     def missing(self, key: str, broker: str, why: str) -> None:
         figure = self.figures.setdefault(key, Figure(key, "", False, {}, {}))
@@ -206,11 +206,6 @@ class Bench:
                             self.failures.append(f"{name}: {workload.__name__} failed: {exc!r}")
                 finally:
                     broker.stop()
-
-
-async def _close_all(members: list[tuple[loadgen.Connection, str, int]]) -> None:
-    for conn, _, _ in members:
-        await conn.aclose()
 
 
 def _fmt(value: float | None, missing: str | None = None) -> str:

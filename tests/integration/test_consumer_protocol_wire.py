@@ -297,14 +297,9 @@ def test_a_second_live_member_with_the_same_instance_id_is_unreleased(broker: Br
 # Kafka's getOrMaybeSubscribeStaticConsumerGroupMember does not look at the member id when an
 # epoch-0 join names an instance id someone holds: the holder must be at epoch -2
 # (throwIfInstanceIdIsUnreleased), and then the joiner replaces it, even when it is the same
-# member id coming back. kcoord instead checks the epoch when the member id is the holder's own
-# (broker/coordinator/modern/consumer/manager.py, ConsumerGroupManager._member_for, the
-# ``existing.member_id == member_id`` branch), which gets both cases below wrong.
-_SAME_ID_REJOIN = ("kcoord deviation: an epoch-0 join from the holder's own member id is checked with "
-                   "_check_epoch instead of throwIfInstanceIdIsUnreleased + replace (manager.py _member_for)")
+# member id coming back (docs/coordinator-rules.md#consumer-static-members).
 
 
-@pytest.mark.xfail(strict=True, reason=_SAME_ID_REJOIN + "; kcoord accepts it")
 def test_an_active_static_member_rejoining_with_its_own_member_id_is_unreleased(broker: BrokerProcess) -> None:
     with WireClient(broker.host, broker.port) as client:
         create_topics(client, orders=2)
@@ -313,7 +308,6 @@ def test_an_active_static_member_rejoining_with_its_own_member_id_is_unreleased(
         assert_refused(member.join(), E.UNRELEASED_INSTANCE_ID)
 
 
-@pytest.mark.xfail(strict=True, reason=_SAME_ID_REJOIN + "; kcoord answers FENCED_MEMBER_EPOCH (0 > -2)")
 def test_a_static_member_back_from_epoch_minus_2_with_its_own_member_id_gets_its_place_back(
         broker: BrokerProcess) -> None:
     with WireClient(broker.host, broker.port) as client:

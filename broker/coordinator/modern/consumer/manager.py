@@ -245,9 +245,9 @@ class ConsumerGroupManager:
                 log.info("static member %s (instance %s) joins consumer group %s",
                          member_id, instance_id, group.group_id)
                 return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            if existing.member_id == member_id:
-                self._check_epoch(existing, request.member_epoch, owned)
-                return existing, None
+            # Kafka compares no member ids here: the holder must have left with -2 (unless it
+            # speaks the classic protocol), and the joiner replaces it, even when it is itself
+            # (since KIP-1082 a client keeps its member id across a temporary leave).
             if not existing.uses_classic_protocol and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise HeartbeatError(
                     E.UNRELEASED_INSTANCE_ID,
@@ -256,6 +256,11 @@ class ConsumerGroupManager:
             # The new incarnation takes over the old one's place, partitions and target.
             new = dataclasses.replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0,
                                       partitions_pending_revocation={}, state=MemberState.STABLE)
+            if existing.member_id == member_id:
+                records.append(ConsumerGroupCurrentAssignmentRecord(group.group_id, member_id, new))
+                log.info("static member %s (instance %s) rejoins consumer group %s",
+                         member_id, instance_id, group.group_id)
+                return new, None
             self.remove_records(group.group_id, existing.member_id, records)
             records.append(ConsumerGroupMemberMetadataRecord(group.group_id, member_id, new))
             records.append(ConsumerGroupTargetMemberRecord(
