@@ -95,11 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     print("own time:")
     for frame, count in own.most_common(args.top):
         print(f"  {100 * count / samples:5.1f}%  {frame}")
+    root = Path(__file__).resolve().parents[1]
+    project_files = tuple(f"({path.name})" for package in ("broker", "protocol", "storage")
+                          for path in (root / package).rglob("*.py"))
     print("\ntotal time (inclusive), project code:")
     shown = 0
     for frame, count in total.most_common():
-        if any(part in frame for part in ("broker", "protocol", "storage", "coordinator", "codec", "compiled",
-                                          "server.py", "router", "group_service", "records")):
+        if frame.endswith(project_files) or "<compiled" in frame:
             print(f"  {100 * count / samples:5.1f}%  {frame}")
             shown += 1
             if shown == args.top:
