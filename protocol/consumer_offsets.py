@@ -291,6 +291,9 @@ def decode_key_reference(data: bytes) -> RecordKey:
         return OffsetKey(body.group, body.topic, body.partition)
     if version == GROUP_KEY_VERSION:
         return GroupKey(decode_body_reference(GroupMetadataKey, version, data[2:]).group)
+    if version in CONSUMER_GROUP_RECORDS:
+        body = decode_body_reference(CONSUMER_GROUP_RECORDS[version][0], version, data[2:])
+        return ConsumerGroupKey(version, body.group_id, body.get("member_id"))
     if version < 0:
         raise ProtocolError(f"negative record key version {version}")
     return UnknownKey(version)

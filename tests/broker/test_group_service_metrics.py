@@ -92,7 +92,8 @@ async def test_counters_follow_commits_rebalances_expiry_and_cleaning(tmp_path: 
 async def test_consumer_group_counters_follow_heartbeats_epochs_fencing_and_reconciliation(tmp_path: Path) -> None:
     from broker.coordinator.modern.topics import StaticImage
 
-    config = Config({"offsets.topic.num.partitions": 1})
+    # Every epoch bump computes its target at once, so each step below sees its own.
+    config = Config({"offsets.topic.num.partitions": 1, "group.consumer.assignment.interval.ms": 0})
     service = GroupService.open(config, tmp_path)
     service.coordinator.topics = StaticImage.of({"t": 4})
     router = Router(BrokerContext(config=config, node_id=0, host="127.0.0.1", port=9092, cluster_id="c"))

@@ -174,7 +174,7 @@ def test_describe_and_list_a_live_group_with_lag(shared: BrokerProcess) -> None:
         live.commit("lag", {0: 4, 1: 7})  # 10 records each; partition 2 never committed
 
         described = kcoord(shared, "groups", "describe", "lag-group")
-        assert described.stdout.startswith("Group 'lag-group': state Stable, protocol consumer/range, 1 member,")
+        assert described.stdout.startswith("Group 'lag-group': state Stable, type classic, protocol consumer/range, 1 member,")
         table = rows(described.stdout, "lag-group")
         assert [r[:6] for r in table] == [
             ["lag-group", "lag", "0", "4", "10", "6"],

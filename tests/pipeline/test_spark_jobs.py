@@ -150,8 +150,11 @@ def test_group_and_time_filters_keep_spark_away_from_other_segments(spark: Any, 
     data_dir = tmp_path / "data"
     shutil.copytree(written_log, data_dir)
     mine = partition_for("g", 2)
-    other = next((data_dir / f"__consumer_offsets-{1 - mine}").glob("*.log"))
-    newest = max((data_dir / "history" / f"__consumer_offsets-{mine}").glob("*.log"))
+    other = min(path for path in (data_dir / f"__consumer_offsets-{1 - mine}").glob("*.log")
+                if len(read_batch_headers(path)) > 1)
+    # The newest archived segment of g's partition that holds more than one batch, all after T0 + 6000.
+    newest = max(path for path in (data_dir / "history" / f"__consumer_offsets-{mine}").glob("*.log")
+                 if len(read_batch_headers(path)) > 1)
     for path in (other, newest):
         headers = read_batch_headers(path)
         assert len(headers) > 1

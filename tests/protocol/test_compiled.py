@@ -468,7 +468,8 @@ def _agree(fast: Callable[[bytes], Any], reference: Callable[[bytes], Any], data
 @quick(40)
 @given(data=st.data())
 def test_consumer_offsets_codecs(data: st.DataObject) -> None:
-    key = data.draw(st.sampled_from([OffsetCommitKey, GroupMetadataKey]))
+    key = data.draw(st.sampled_from([OffsetCommitKey, GroupMetadataKey,
+                                     *(k for k, _ in co.CONSUMER_GROUP_RECORDS.values())]))
     key_version = data.draw(st.sampled_from(list(versions_of(key))))
     value_message = data.draw(st.sampled_from([OffsetCommitValue, GroupMetadataValue]))
     value_version = data.draw(st.sampled_from(list(versions_of(value_message))))
@@ -494,7 +495,8 @@ def test_consumer_offsets_codecs(data: st.DataObject) -> None:
         raw_key + b"\x00",
         noise,
         raw_key[:2] + noise,
-        b"\x00\x07" + noise,
+        b"\x00\x07" + noise,  # a consumer group key (KIP-848) version
+        b"\x00\x0b" + noise,  # a key version this coordinator does not use
     ):
         _agree(co.decode_key, co.decode_key_reference, candidate)
     for candidate in (raw_value, raw_value[:-1], raw_value + b"\x00\x01", noise, raw_value[:2] + noise):
