@@ -200,10 +200,10 @@ def test_describe_and_list_a_live_group_with_lag(shared: BrokerProcess) -> None:
         assert "LOG-END-OFFSET" not in members.stdout
 
         listed = kcoord(shared, "groups", "list")
-        assert ["lag-group", "Stable", "consumer"] in rows(listed.stdout, "lag-group")
-        assert ["idle-group", "Empty", "-"] in rows(listed.stdout, "idle-group")
+        assert ["lag-group", "classic", "Stable", "consumer"] in rows(listed.stdout, "lag-group")
+        assert ["idle-group", "classic", "Empty", "-"] in rows(listed.stdout, "idle-group")
         stable = kcoord_json(shared, "groups", "list", "--state", "stable")["groups"]
-        assert {"group": "lag-group", "state": "Stable", "protocol_type": "consumer"} in stable
+        assert {"group": "lag-group", "type": "classic", "state": "Stable", "protocol_type": "consumer"} in stable
         assert all(g["state"] == "Stable" for g in stable)
         empty = kcoord(shared, "groups", "list", "--state", "Empty", "--state", "Dead").stdout
         assert rows(empty, "idle-group") and not rows(empty, "lag-group")
