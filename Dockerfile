@@ -26,11 +26,13 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG PIP_OFFLINE=0
 
 # --------------------------------------------------------------------------- build stages
-# A virtualenv in /opt/kcoord/venv per image; the runtime stages copy only the virtualenv,
-# so pip, the wheelhouse and the sources stay behind.
+# A virtualenv in /opt/kcoord/venv per image: the third-party packages first (layers that
+# change only with pyproject.toml or the demo's requirements), then kcoord from the copied
+# sources. The runtime stages copy only the virtualenv, so pip, the wheelhouse and the
+# sources stay behind. A build argument reaches only the stages that name it: each stage
+# running pip says ARG PIP_OFFLINE.
 
-# (A build argument reaches only the stages that name it: each stage running pip says ARG PIP_OFFLINE.)
-FROM ${PYTHON_IMAGE} AS build
+FROM ${PYTHON_IMAGE} AS deps
 ARG PIP_OFFLINE
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -38,6 +40,26 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_ROOT_USER_ACTION=ignore
 RUN python3 -m venv /opt/kcoord/venv
 COPY deploy/pip-install.sh /usr/local/bin/kcoord-pip-install
+COPY deploy/requirements.py pyproject.toml /opt/kcoord/
+# The wheelhouse is mounted for the one command, not copied: it holds PySpark (~450 MB).
+RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
+    python3 /opt/kcoord/requirements.py /opt/kcoord/pyproject.toml >/tmp/requirements.txt \
+ && kcoord-pip-install -r /tmp/requirements.txt
+
+FROM deps AS deps-demo
+ARG PIP_OFFLINE
+COPY deploy/demo/requirements.txt /opt/kcoord/demo-requirements.txt
+RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
+    kcoord-pip-install -r /opt/kcoord/demo-requirements.txt
+
+FROM deps AS deps-pipeline
+ARG PIP_OFFLINE
+RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
+    python3 /opt/kcoord/requirements.py /opt/kcoord/pyproject.toml pipeline >/tmp/requirements.txt \
+ && kcoord-pip-install -r /tmp/requirements.txt
+
+# kcoord's sources, for the three stages below to install
+FROM scratch AS sources
 COPY pyproject.toml README.md /opt/kcoord/src/
 COPY protocol /opt/kcoord/src/protocol
 COPY storage /opt/kcoord/src/storage
@@ -45,24 +67,26 @@ COPY broker /opt/kcoord/src/broker
 COPY admin /opt/kcoord/src/admin
 COPY pipeline /opt/kcoord/src/pipeline
 COPY kcoord /opt/kcoord/src/kcoord
-# The wheelhouse is mounted for the one command, not copied: it holds PySpark (~450 MB).
-RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
-    kcoord-pip-install /opt/kcoord/src
 
-FROM build AS venv-broker
-RUN kcoord-pip-install --strip
-
-FROM build AS venv-demo
+FROM deps AS venv-broker
 ARG PIP_OFFLINE
-COPY deploy/demo/requirements.txt /opt/kcoord/demo-requirements.txt
+COPY --from=sources /opt/kcoord/src /opt/kcoord/src
 RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
-    kcoord-pip-install -r /opt/kcoord/demo-requirements.txt \
+    kcoord-pip-install --no-deps /opt/kcoord/src \
  && kcoord-pip-install --strip
 
-FROM build AS venv-pipeline
+FROM deps-demo AS venv-demo
 ARG PIP_OFFLINE
+COPY --from=sources /opt/kcoord/src /opt/kcoord/src
 RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
-    kcoord-pip-install "/opt/kcoord/src[pipeline]" \
+    kcoord-pip-install --no-deps /opt/kcoord/src \
+ && kcoord-pip-install --strip
+
+FROM deps-pipeline AS venv-pipeline
+ARG PIP_OFFLINE
+COPY --from=sources /opt/kcoord/src /opt/kcoord/src
+RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
+    kcoord-pip-install --no-deps /opt/kcoord/src \
  && kcoord-pip-install --strip
 
 # --------------------------------------------------------------------------- runtime stages

@@ -488,12 +488,12 @@ def test_docker_compose_config_accepts_the_file() -> None:
 def test_every_stage_starts_from_the_python_image_argument_and_the_broker_is_the_default(
     stages: dict[str, Stage],
 ) -> None:
-    assert list(stages) == ["build", "venv-broker", "venv-demo", "venv-pipeline", "runtime", "demo", "pipeline",
-                            "broker"]
-    for stage in stages.values():
+    assert list(stages) == ["deps", "deps-demo", "deps-pipeline", "sources", "venv-broker", "venv-demo",
+                            "venv-pipeline", "runtime", "demo", "pipeline", "broker"]
+    for name, stage in stages.items():
         # by default the public Python image; a local base through the build argument
-        assert stage.base == "python:3.11-slim-bookworm", stage.base
-    assert {name for name, stage in stages.items() if stage.raw_base == "${PYTHON_IMAGE}"} == {"build", "runtime"}
+        assert stage.base == ("scratch" if name == "sources" else "python:3.11-slim-bookworm"), name
+    assert {name for name, stage in stages.items() if stage.raw_base == "${PYTHON_IMAGE}"} == {"deps", "runtime"}
 
 
 def test_the_runtime_images_take_only_a_virtualenv_from_the_build_stages(stages: dict[str, Stage]) -> None:
@@ -503,8 +503,10 @@ def test_the_runtime_images_take_only_a_virtualenv_from_the_build_stages(stages:
         assert not any(destination.startswith("/opt/kcoord/src") for _, destination in stages[target].copies)
         assert stages[target].mounts == []
         assert any("--strip" in run for run in stages[f"venv-{target}"].runs), f"pip stays in the {target} image"
+        # kcoord from the sources, over the packages of the matching dependency stage
+        assert stages[f"venv-{target}"].copied_from == [("sources", ["/opt/kcoord/src"], "/opt/kcoord/src")]
     # the wheelhouse is mounted for pip, never copied into a layer
-    for name in ("build", "venv-demo", "venv-pipeline"):
+    for name in ("deps", "deps-demo", "deps-pipeline", "venv-broker", "venv-demo", "venv-pipeline"):
         assert stages[name].mounts[-1] == "deploy/wheelhouse", name
     assert not any("wheelhouse" in " ".join(sources) for stage in stages.values() for sources, _ in stage.copies)
     # a build argument reaches only the stages that declare it
@@ -555,10 +557,20 @@ def test_entrypoints_and_commands_are_exec_form(stages: dict[str, Stage]) -> Non
 
 def test_only_the_pipeline_image_has_java_17_and_the_pipeline_extra(stages: dict[str, Stage]) -> None:
     assert "openjdk-17-jre-headless" in " ".join(stages["pipeline"].runs)
-    assert re.search(r"kcoord-pip-install \"?/opt/kcoord/src\[pipeline\]", " ".join(stages["venv-pipeline"].runs))
+    assert re.search(r"requirements\.py /opt/kcoord/pyproject\.toml pipeline", " ".join(stages["deps-pipeline"].runs))
+    assert {target: stages[f"venv-{target}"].raw_base for target in ("broker", "demo", "pipeline")} == {
+        "broker": "deps", "demo": "deps-demo", "pipeline": "deps-pipeline"}
     for target in ("broker", "demo"):
         assert "openjdk" not in " ".join(stages[target].runs)
-        assert "[pipeline]" not in " ".join(stages[f"venv-{target}"].runs)
+        assert "pipeline" not in " ".join(stages[f"venv-{target}"].runs)
+
+
+def test_the_requirements_the_image_installs_are_the_projects() -> None:
+    script = load_script(REPO / "deploy" / "requirements.py")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert script.requirements(REPO / "pyproject.toml", []) == project["dependencies"]
+    assert script.requirements(REPO / "pyproject.toml", ["pipeline"]) == [
+        *project["dependencies"], *project["optional-dependencies"]["pipeline"]]
 
 
 def test_copied_files_exist_and_are_in_the_build_context(stages: dict[str, Stage]) -> None:
@@ -634,4 +646,8 @@ def test_deployment_doc_names_every_service_and_variable() -> None:
     for script in ("producer.py", "consumer.py"):
         for variable in load_script(REPO / "deploy" / "demo" / script).ENVIRONMENT:
             assert f"`{variable}`" in text, variable
+    for variable in set(re.findall(r"\$\{(\w+)", COMPOSE_FILE.read_text())):
+        assert f"`{variable}`" in text, variable
+    for script in ("podman-session.sh", "build-base.sh", "wheelhouse.py"):
+        assert (REPO / "deploy" / "compose" / script).exists() and script in text, script
     assert "(docs/deployment.md)" in (REPO / "README.md").read_text()

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import subprocess
 import sys
 import tempfile
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 #: The Python of both image bases (python:3.11-slim-bookworm, Debian bookworm's python3):
@@ -30,12 +32,20 @@ DEMO_REQUIREMENTS = REPO / "deploy" / "demo" / "requirements.txt"
 STAMP = WHEELHOUSE / ".inputs"
 
 
+def _project_requirements() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kcoord_deploy_requirements", REPO / "deploy" / "requirements.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def requirements() -> list[str]:
-    """What the images install besides kcoord: its dependencies, extras and build backend."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    wanted = list(project["build-system"]["requires"])
-    wanted += project["project"]["dependencies"]
-    wanted += project["project"]["optional-dependencies"]["pipeline"]
+    """What the images install besides kcoord: its dependencies, extras and build backend
+    (the lists the Dockerfile installs, from deploy/requirements.py and the demo's file)."""
+    pyproject = REPO / "pyproject.toml"
+    wanted = list(tomllib.loads(pyproject.read_text())["build-system"]["requires"])
+    wanted += _project_requirements().requirements(pyproject, ["pipeline"])
     for line in DEMO_REQUIREMENTS.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
