@@ -11,9 +11,11 @@
 # KCOORD_COMPOSE_STATE moves it) and its settings in a temporary directory, passed as
 # CONTAINERS_CONF and CONTAINERS_STORAGE_CONF: runc with the cgroupfs manager and no
 # default ulimits, which work without systemd. What a root podman writes outside those
-# places (its run-time state in /run, a cache in /var/lib/containers) lands in a private
-# mount namespace: a fresh /run, and /var/lib with a temporary overlay, both gone when
-# the session ends. Needs root (unshare, mount), podman and runc.
+# places (its run-time state in /run, its locks in /dev/shm, a cache in
+# /var/lib/containers) lands in a private mount namespace: a fresh /run and /dev/shm, and
+# /var/lib with a temporary overlay, all gone when the session ends. One session at a time uses a state directory (a lock says so at once);
+# a `hold` session stops whatever containers still run when it ends. Needs root (unshare,
+# mount, flock), podman and runc.
 set -eu
 
 usage() { echo "usage: $0 run COMMAND [ARG...] | hold" >&2; exit 2; }
@@ -33,6 +35,13 @@ trap 'rm -rf "$session"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 mkdir -p "$state/storage" "$state/networks" "$session/tmp" "$session/var-lib/upper" "$session/var-lib/work"
+# podman marks every container stopped when it meets a fresh /run: two sessions on one
+# storage would stop each other's containers.
+exec 9>"$state/session.lock"
+if ! flock --nonblock 9; then
+    echo "podman-session.sh: another session is using $state; wait for it to end" >&2
+    exit 1
+fi
 
 cat >"$session/containers.conf" <<CONF
 [containers]
@@ -66,6 +75,7 @@ unshare --mount --propagation private -- sh -c '
     session=$1 mode=$2
     shift 2
     mount -t tmpfs -o mode=0755 kcoord-run /run
+    mount -t tmpfs -o mode=1777 kcoord-shm /dev/shm
     mount -t overlay kcoord-var-lib \
         -o "lowerdir=/var/lib,upperdir=$session/var-lib/upper,workdir=$session/var-lib/work" /var/lib
     if [ "$mode" = hold ]; then
@@ -75,7 +85,11 @@ unshare --mount --propagation private -- sh -c '
         echo "TMPDIR=$TMPDIR"
         echo "BUILDAH_FORMAT=$BUILDAH_FORMAT"
         echo ready
-        exec cat >/dev/null
+        cat >/dev/null
+        # normally the caller has removed its containers by now; after a crash, stop them
+        podman stop --all --time 10 >/dev/null 2>&1 || true
+        exit 0
     fi
+    exec 9>&-
     exec "$@"
 ' sh "$session" "$mode" "$@"

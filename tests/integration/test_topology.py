@@ -49,7 +49,7 @@ ONE_SHOT_TIMEOUT = 180.0
 PIPELINE_TIMEOUT = 600.0
 #: Where a root podman keeps state unless told otherwise: none of it may change.
 PODMAN_HOST_PATHS = ("/var/lib/containers", "/run/containers", "/run/libpod", "/run/runc", "/run/netns",
-                     "/etc/containers/networks", "/etc/cni/net.d", "/var/lib/cni")
+                     "/dev/shm/libpod_lock", "/etc/containers/networks", "/etc/cni/net.d", "/var/lib/cni")
 
 Offsets = dict[tuple[str, int], int]
 
