@@ -227,10 +227,10 @@ def parse_dockerfile(text: str | None = None) -> dict[str, Stage]:
             assert options, f"HEALTHCHECK {arguments}"
             stage.healthcheck = exec_form(options.group(2))
         elif keyword in ("COPY", "ADD"):
-            options = dict(word[2:].partition("=")[::2] for word in arguments.split() if word.startswith("--"))
+            flags = dict(word[2:].partition("=")[::2] for word in arguments.split() if word.startswith("--"))
             words = [word for word in arguments.split() if not word.startswith("--")]
-            if "from" in options:
-                stage.copied_from.append((options["from"], words[:-1], words[-1]))
+            if "from" in flags:
+                stage.copied_from.append((flags["from"], words[:-1], words[-1]))
             else:
                 stage.copies.append((words[:-1], words[-1]))
         elif keyword == "RUN":

@@ -328,7 +328,8 @@ class Project:
     def healthcheck_budget(self, service: str) -> float:
         """How long compose lets a service become healthy: start period plus every retry."""
         check = self.spec["services"][service]["healthcheck"]
-        return seconds(check["start_period"]) + check["retries"] * (seconds(check["interval"]) + seconds(check["timeout"]))
+        retries = int(check["retries"])
+        return seconds(check["start_period"]) + retries * (seconds(check["interval"]) + seconds(check["timeout"]))
 
     def wait_healthy(self, service: str, timeout: float | None = None) -> float:
         """Run the service's healthcheck until it passes (bounded); the seconds it took.
