@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint typecheck unit integration integration-loaded bench bench-pipeline clean compose-up compose-test
+.PHONY: run test lint typecheck unit integration integration-loaded bench bench-pipeline clean \
+	compose-tools compose-wheels compose-base compose-test compose-up compose-down compose-clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +31,10 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy protocol broker storage pipeline admin kcoord
 
-test: lint typecheck
+# The compose topology (tests/integration/test_topology.py) runs here too when containers can
+# run on this machine; compose-tools installs podman for it where it can, and the test says
+# plainly why it is skipped where it cannot.
+test: lint typecheck compose-tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
@@ -60,17 +64,62 @@ bench: $(VENV)/.installed-bench
 bench-pipeline: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.pipeline_bench
 
-# The demo topology of docker-compose.yml (docs/deployment.md); needs Docker with compose.
-compose-up:
-	@command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 || { \
-	  echo "compose-up needs Docker with the compose plugin (docker compose); not found." >&2; \
-	  echo "Without Docker, 'make compose-test' runs the same topology as local processes." >&2; \
-	  exit 1; }
-	docker compose up --build
+# ---------------------------------------------------------------- containers (docs/deployment.md)
+# docker-compose.yml runs with Docker (its compose plugin and a daemon) where one answers, else
+# with podman and podman-compose, daemonless, by root, confined to this repository (.compose/)
+# and the temp directory by deploy/compose/podman-session.sh.
+COMPOSE_PACKAGES := podman podman-compose runc netavark aardvark-dns iptables debootstrap
+DOCKER_ANSWERS = command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 \
+	&& docker info >/dev/null 2>&1
 
-# Checks docker-compose.yml and the Dockerfile, then runs the same topology as local processes.
-compose-test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q tests/test_compose.py tests/integration/test_topology.py
+# Installs the podman tools (Debian packages) when they are missing and this is root with apt;
+# never fails: without them the compose tests are skipped and say why.
+compose-tools:
+	@if $(DOCKER_ANSWERS); then \
+	  echo "compose-tools: Docker with compose answers; nothing to install"; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg >/dev/null 2>&1; then \
+	  echo "compose-tools: not root with apt-get; podman not installed (the compose tests say whether containers can run)"; \
+	else \
+	  missing=""; for package in $(COMPOSE_PACKAGES); do \
+	    dpkg -s $$package >/dev/null 2>&1 || missing="$$missing $$package"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "compose-tools: apt-get install$$missing"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 \
+	    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1; } \
+	    || echo "compose-tools: could not install$$missing (the compose tests say whether containers can run)"; \
+	  else echo "compose-tools: podman, podman-compose and runc are installed"; fi; \
+	fi
+
+# The wheels the offline image builds install (deploy/wheelhouse/, git-ignored; cached).
+compose-wheels: $(VENV)/.installed-dev
+	$(BIN)/python deploy/compose/wheelhouse.py
+
+# The local Debian base image for builders that reach no registry (.compose/, git-ignored).
+compose-base: .compose/base/bookworm.tar
+.compose/base/bookworm.tar: deploy/compose/build-base.sh
+	deploy/compose/build-base.sh $@
+
+# Builds the images and runs the demo topology in containers, with its checks
+# (tests/integration/test_topology.py), after the static checks of both files.
+compose-test: compose-tools $(VENV)/.installed-dev
+	@$(BIN)/python -m tests.compose check
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compose.py tests/integration/test_topology.py
+
+# The demo topology in the foreground, services started in depends_on order; Ctrl-C stops it
+# (the volume is kept; compose-down removes it).
+compose-up: compose-tools $(VENV)/.installed-dev
+	@if $(DOCKER_ANSWERS); then docker compose up --build; \
+	else $(BIN)/python -m tests.compose up; fi
+
+compose-down: $(VENV)/.installed-dev
+	@if $(DOCKER_ANSWERS); then docker compose down --volumes; \
+	else $(BIN)/python -m tests.compose down; fi
+
+# Forgets podman's images and storage, the local base image and the wheelhouse.
+compose-clean:
+	rm -rf .compose
+	find deploy/wheelhouse -mindepth 1 ! -name README.md -delete
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

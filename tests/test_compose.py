@@ -1,10 +1,11 @@
-"""docker-compose.yml and the Dockerfile, checked without a Docker engine.
+"""docker-compose.yml and the Dockerfile, checked without a container engine.
 
 The compose file and the Dockerfile are parsed; every command in them is parsed by the
 parser of the program it runs (the real ``kcoord`` parser, the demo apps' own parsers),
 every file they name exists, and the wiring between services (volume, ports, healthcheck,
-start order) is what docs/deployment.md describes. tests/integration/test_topology.py
-uses the helpers here to run the same topology as local processes.
+start order, build arguments) is what docs/deployment.md describes. These checks are fast
+and run everywhere; tests/integration/test_topology.py builds the images and runs the
+topology in real containers, with the compose helpers here (tests/compose/harness.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +151,12 @@ class Stage:
     healthcheck: list[str] = field(default_factory=list)
     copies: list[tuple[list[str], str]] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    #: COPY --from=STAGE: (stage, sources there, destination)
+    copied_from: list[tuple[str, list[str], str]] = field(default_factory=list)
+    #: the build-context folders RUN --mount=type=bind mounts
+    mounts: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    raw_base: str = ""
 
 
 def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
@@ -195,9 +203,10 @@ def parse_dockerfile(text: str | None = None) -> dict[str, Stage]:
                 parent = stages[base]
                 stage = Stage(name, parent.base, [], parent.user, list(parent.entrypoint), list(parent.cmd),
                               list(parent.volumes), list(parent.expose), list(parent.healthcheck),
-                              list(parent.copies), list(parent.runs))
+                              list(parent.copies), list(parent.runs), list(parent.copied_from),
+                              list(parent.mounts), [], words[0])  # ARGs end with their stage
             else:
-                stage = Stage(name, base)
+                stage = Stage(name, base, raw_base=words[0])
             stages[name] = stage
             continue
         assert stage is not None, f"{keyword} before FROM"
@@ -218,10 +227,20 @@ def parse_dockerfile(text: str | None = None) -> dict[str, Stage]:
             assert options, f"HEALTHCHECK {arguments}"
             stage.healthcheck = exec_form(options.group(2))
         elif keyword in ("COPY", "ADD"):
+            flags = dict(word[2:].partition("=")[::2] for word in arguments.split() if word.startswith("--"))
             words = [word for word in arguments.split() if not word.startswith("--")]
-            stage.copies.append((words[:-1], words[-1]))
+            if "from" in flags:
+                stage.copied_from.append((flags["from"], words[:-1], words[-1]))
+            else:
+                stage.copies.append((words[:-1], words[-1]))
         elif keyword == "RUN":
             stage.runs.append(arguments)
+            for mount in re.findall(r"--mount=(\S+)", arguments):
+                settings = dict(item.partition("=")[::2] for item in mount.split(","))
+                if settings.get("type") == "bind":
+                    stage.mounts.append(settings["source"])
+        elif keyword == "ARG":
+            stage.args.append(arguments.partition("=")[0])
     return stages
 
 
@@ -356,9 +375,11 @@ def test_the_broker_ports_are_published_and_exposed(compose: dict[str, Any], sta
     args = _serve_args(compose)
     (_, port), (metrics_host, metrics_port) = parse_listen(args.listen), parse_listen(args.metrics_listen)
     assert metrics_host == "0.0.0.0"
-    assert compose["services"]["kcoord"]["ports"] == [f"{port}:{port}", f"{metrics_port}:{metrics_port}"]
-    moved = load_compose({"KCOORD_PORT": "19092", "KCOORD_METRICS_PORT": "19308"})
-    assert moved["services"]["kcoord"]["ports"] == [f"19092:{port}", f"19308:{metrics_port}"]
+    # published on the host's loopback unless KCOORD_PUBLISH_ADDRESS says otherwise
+    assert compose["services"]["kcoord"]["ports"] == [
+        f"127.0.0.1:{port}:{port}", f"127.0.0.1:{metrics_port}:{metrics_port}"]
+    moved = load_compose({"KCOORD_PORT": "19092", "KCOORD_METRICS_PORT": "19308", "KCOORD_PUBLISH_ADDRESS": "0.0.0.0"})
+    assert moved["services"]["kcoord"]["ports"] == [f"0.0.0.0:19092:{port}", f"0.0.0.0:19308:{metrics_port}"]
     assert set(stages["broker"].expose) == {str(port), str(metrics_port)}
     for name in SERVICES - {"kcoord"}:
         assert "ports" not in compose["services"][name]
@@ -437,8 +458,10 @@ def test_the_demo_client_libraries_are_the_tested_ones() -> None:
 
 def test_the_pipeline_command_reads_the_volume(compose: dict[str, Any], stages: dict[str, Stage]) -> None:
     argv = effective_argv("pipeline", compose)
-    assert argv[:3] == ["kcoord", "pipeline", "stats"]
+    # the demo group's committed offsets, as of a time after every commit
+    assert argv[:3] == ["kcoord", "pipeline", "as-of"]
     assert argv[argv.index("--data-dir") + 1] == DATA_DIR
+    assert argv[argv.index("--group") + 1] == compose["services"]["demo-consumer"]["environment"]["DEMO_GROUP"]
     assert stages["pipeline"].entrypoint == ["kcoord"]
     assert stages["pipeline"].cmd[:2] == ["pipeline", "stats"]
     if "pipeline" not in kcoord_subcommands():
@@ -462,10 +485,57 @@ def test_docker_compose_config_accepts_the_file() -> None:
 # --------------------------------------------------------------------------- the Dockerfile
 
 
-def test_images_are_python_311_slim_and_the_broker_is_the_default(stages: dict[str, Stage]) -> None:
-    assert list(stages) == ["base", "demo", "pipeline", "broker"]
-    for stage in stages.values():
-        assert stage.base.startswith("python:3.11-slim"), stage.base
+def test_every_stage_starts_from_the_python_image_argument_and_the_broker_is_the_default(
+    stages: dict[str, Stage],
+) -> None:
+    assert list(stages) == ["deps", "deps-demo", "deps-pipeline", "sources", "venv-broker", "venv-demo",
+                            "venv-pipeline", "runtime", "demo", "pipeline", "broker"]
+    for name, stage in stages.items():
+        # by default the public Python image; a local base through the build argument
+        assert stage.base == ("scratch" if name == "sources" else "python:3.11-slim-bookworm"), name
+    assert {name for name, stage in stages.items() if stage.raw_base == "${PYTHON_IMAGE}"} == {"deps", "runtime"}
+
+
+def test_the_runtime_images_take_only_a_virtualenv_from_the_build_stages(stages: dict[str, Stage]) -> None:
+    for target in ("broker", "demo", "pipeline"):
+        assert stages[target].copied_from == [(f"venv-{target}", ["/opt/kcoord/venv"], "/opt/kcoord/venv")], target
+        # no sources, no wheelhouse, no pip in the images
+        assert not any(destination.startswith("/opt/kcoord/src") for _, destination in stages[target].copies)
+        assert stages[target].mounts == []
+        assert any("--strip" in run for run in stages[f"venv-{target}"].runs), f"pip stays in the {target} image"
+        # kcoord from the sources, over the packages of the matching dependency stage
+        assert stages[f"venv-{target}"].copied_from == [("sources", ["/opt/kcoord/src"], "/opt/kcoord/src")]
+    # the wheelhouse is mounted for pip, never copied into a layer
+    for name in ("deps", "deps-demo", "deps-pipeline", "venv-broker", "venv-demo", "venv-pipeline"):
+        assert stages[name].mounts[-1] == "deploy/wheelhouse", name
+    assert not any("wheelhouse" in " ".join(sources) for stage in stages.values() for sources, _ in stage.copies)
+    # a build argument reaches only the stages that declare it
+    for name, stage in stages.items():
+        own_runs = [arguments for keyword, arguments in stage.instructions if keyword == "RUN"]
+        if any(re.search(r"kcoord-pip-install (?!--strip)", run) for run in own_runs):
+            assert "PIP_OFFLINE" in stage.args, f"{name} runs pip without ARG PIP_OFFLINE"
+
+
+def test_the_compose_build_passes_the_base_image_and_offline_pip_through(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        assert service["build"]["args"] == {"PYTHON_IMAGE": "python:3.11-slim-bookworm", "PIP_OFFLINE": "0"}, name
+    local = load_compose({"KCOORD_PYTHON_IMAGE": "localhost/kcoord-base:bookworm", "KCOORD_PIP_OFFLINE": "1"})
+    for service in local["services"].values():
+        assert service["build"]["args"] == {"PYTHON_IMAGE": "localhost/kcoord-base:bookworm", "PIP_OFFLINE": "1"}
+
+
+@pytest.mark.parametrize("offline, expected", [("1", ["--find-links", "/tmp/wheelhouse", "--no-index", "kcoord"]),
+                                                ("0", ["--find-links", "/tmp/wheelhouse", "kcoord"])])
+def test_pip_in_the_image_uses_the_wheelhouse_alone_when_offline(tmp_path: Path, offline: str,
+                                                                  expected: list[str]) -> None:
+    fake_python = tmp_path / "bin" / "python"
+    fake_python.parent.mkdir()
+    fake_python.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake_python.chmod(0o755)
+    result = subprocess.run(["sh", str(REPO / "deploy" / "pip-install.sh"), "kcoord"], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "PIP_OFFLINE": offline, "KCOORD_VENV": str(tmp_path)},
+                            check=True)
+    assert result.stdout.split() == ["-m", "pip", "install", *expected]
 
 
 @pytest.mark.parametrize("target", ["broker", "demo", "pipeline"])
@@ -485,20 +555,32 @@ def test_entrypoints_and_commands_are_exec_form(stages: dict[str, Stage]) -> Non
     assert args.func is serve_command and str(args.data_dir) == DATA_DIR
 
 
-def test_the_pipeline_image_has_java_17_and_the_pipeline_extra(stages: dict[str, Stage]) -> None:
-    runs = " ".join(stages["pipeline"].runs)
-    assert "openjdk-17-jre-headless" in runs
-    assert re.search(r"pip install \"?/opt/kcoord/src\[pipeline\]", runs)
-    assert "openjdk" not in " ".join(stages["broker"].runs)
+def test_only_the_pipeline_image_has_java_17_and_the_pipeline_extra(stages: dict[str, Stage]) -> None:
+    assert "openjdk-17-jre-headless" in " ".join(stages["pipeline"].runs)
+    assert re.search(r"requirements\.py /opt/kcoord/pyproject\.toml pipeline", " ".join(stages["deps-pipeline"].runs))
+    assert {target: stages[f"venv-{target}"].raw_base for target in ("broker", "demo", "pipeline")} == {
+        "broker": "deps", "demo": "deps-demo", "pipeline": "deps-pipeline"}
+    for target in ("broker", "demo"):
+        assert "openjdk" not in " ".join(stages[target].runs)
+        assert "pipeline" not in " ".join(stages[f"venv-{target}"].runs)
+
+
+def test_the_requirements_the_image_installs_are_the_projects() -> None:
+    script = load_script(REPO / "deploy" / "requirements.py")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert script.requirements(REPO / "pyproject.toml", []) == project["dependencies"]
+    assert script.requirements(REPO / "pyproject.toml", ["pipeline"]) == [
+        *project["dependencies"], *project["optional-dependencies"]["pipeline"]]
 
 
 def test_copied_files_exist_and_are_in_the_build_context(stages: dict[str, Stage]) -> None:
     patterns = dockerignore_patterns()
     for stage in stages.values():
-        for sources, _ in stage.copies:
-            for source in sources:
-                assert (REPO / source).exists(), source
-                assert not dockerignored(source.rstrip("/"), patterns), f"{source} is excluded by .dockerignore"
+        for source in [*(s for sources, _ in stage.copies for s in sources), *stage.mounts]:
+            assert (REPO / source).exists(), source
+            assert not dockerignored(source.rstrip("/"), patterns), f"{source} is excluded by .dockerignore"
+        for origin, _, _ in stage.copied_from:
+            assert origin in stages, f"{stage.name} copies from an unknown stage {origin}"
     # what the package build needs is copied
     copied = {source.rstrip("/") for stage in stages.values() for sources, _ in stage.copies for source in sources}
     assert {"pyproject.toml", "README.md", "protocol", "storage", "broker", "admin", "pipeline", "kcoord"} <= copied
@@ -508,10 +590,35 @@ def test_dockerignore_keeps_local_state_out() -> None:
     patterns = dockerignore_patterns()
     for path in (".venv", ".venv/bin/python", "data", "data/topics.json", ".git", ".mypy_cache", ".ruff_cache",
                  ".pytest_cache", ".hypothesis", "node_modules", "bench/results", "broker/__pycache__/cli.pyc",
-                 "kcoord.egg-info"):
+                 "kcoord.egg-info", ".compose", ".compose/storage/overlay", ".compose/base/bookworm.tar"):
         assert dockerignored(path, patterns), path
-    for path in ("broker/cli.py", "pyproject.toml", "README.md", "deploy/demo/consumer.py", "storage/log.py"):
+    for path in ("broker/cli.py", "pyproject.toml", "README.md", "deploy/demo/consumer.py", "storage/log.py",
+                 "deploy/pip-install.sh", "deploy/wheelhouse/pyspark-4.3.0-py2.py3-none-any.whl"):
         assert not dockerignored(path, patterns), path
+
+
+def test_git_ignores_the_caches_but_keeps_the_wheelhouse_folder() -> None:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = ["deploy/wheelhouse/pyspark-4.3.0-py2.py3-none-any.whl", "deploy/wheelhouse/.inputs",
+               ".compose/base/bookworm.tar", ".compose/storage/overlay"]
+    kept = ["deploy/wheelhouse/README.md", "deploy/compose/build-base.sh"]
+    for path in ignored + kept:
+        result = subprocess.run(["git", "check-ignore", "--quiet", "--no-index", path], cwd=REPO, timeout=30)
+        assert result.returncode == (0 if path in ignored else 1), path
+
+
+def test_the_wheelhouse_holds_everything_the_images_install() -> None:
+    wheelhouse = load_script(REPO / "deploy" / "compose" / "wheelhouse.py")
+    wanted = wheelhouse.requirements()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    demo = [line for line in (REPO / "deploy" / "demo" / "requirements.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    for requirement in [*project["dependencies"], *project["optional-dependencies"]["pipeline"], *demo]:
+        assert requirement in wanted, requirement
+    # pip builds kcoord from its sources in the image: its build backend must be there too
+    assert any(requirement.startswith("setuptools") for requirement in wanted)
+    assert not any(requirement.startswith("kcoord") for requirement in wanted)
 
 
 # --------------------------------------------------------------------------- Makefile and docs
@@ -519,9 +626,15 @@ def test_dockerignore_keeps_local_state_out() -> None:
 
 def test_make_targets_exist() -> None:
     makefile = (REPO / "Makefile").read_text()
-    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M)
-    assert phony and {"compose-up", "compose-test"} <= set(phony.group(1).split())
-    assert re.search(r"^compose-up:", makefile, re.M) and re.search(r"^compose-test:", makefile, re.M)
+    phony = re.search(r"^\.PHONY:((?:.*\\\n)*.*)$", makefile, re.M)
+    targets = {"compose-tools", "compose-wheels", "compose-base", "compose-test", "compose-up", "compose-down",
+               "compose-clean"}
+    assert phony and targets <= set(phony.group(1).replace("\\", " ").split())
+    for target in targets:
+        assert re.search(rf"^{target}:", makefile, re.M), target
+    # `make test` installs the container tools where it can, so the topology test runs in it
+    test = re.search(r"^test:(.*)$", makefile, re.M)
+    assert test and "compose-tools" in test.group(1).split()
     lint = re.search(r"^lint:.*\n\t(.*)$", makefile, re.M)
     assert lint and "deploy" in lint.group(1).split()
 
@@ -533,4 +646,8 @@ def test_deployment_doc_names_every_service_and_variable() -> None:
     for script in ("producer.py", "consumer.py"):
         for variable in load_script(REPO / "deploy" / "demo" / script).ENVIRONMENT:
             assert f"`{variable}`" in text, variable
+    for variable in set(re.findall(r"\$\{(\w+)", COMPOSE_FILE.read_text())):
+        assert f"`{variable}`" in text, variable
+    for script in ("podman-session.sh", "build-base.sh", "wheelhouse.py"):
+        assert (REPO / "deploy" / "compose" / script).exists() and script in text, script
     assert "(docs/deployment.md)" in (REPO / "README.md").read_text()

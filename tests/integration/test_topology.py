@@ -1,55 +1,57 @@
-"""docker-compose.yml's topology, run as local processes: the same commands, environment
-and start order, with only host names, ports and paths rewritten.
+"""docker-compose.yml's demo topology, built and run in real containers.
 
-No Docker engine is needed. Each service's command comes from the compose file (or the
-image's ENTRYPOINT/CMD in the Dockerfile); ``kcoord:9092`` and the listen address become
-127.0.0.1 and a free port, ``/var/lib/kcoord`` becomes a temporary directory, and paths
-inside the image become the repository files the Dockerfile copies there. ``kcoord ...``
-runs as ``python -m kcoord ...`` and ``python ...`` with this interpreter. A service starts
-only when its ``depends_on`` conditions hold: the broker's own healthcheck command passes,
-or a one-shot service exited 0.
+The images are built from the Dockerfile by the compose tool (Docker, or podman with a
+locally built Debian base and a host-built wheelhouse where no registry or index can be
+reached: tests/compose/harness.py). The services start in ``depends_on`` order, each when
+its conditions hold: the broker healthy, then the demo producer, then the demo consumer
+group (kafka-python and confluent-kafka), then the pipeline job. What they did is checked
+from the host (the published ports, the Kafka protocol through them) and from inside
+containers (the demo apps' own reports, ``kcoord groups describe`` on the compose network,
+the pipeline job's output). Then the broker container is stopped and started again: the
+volume keeps the log, and a second round of the demo resumes from the committed offsets.
+Everything is torn down at the end, volumes included.
+
+The whole scenario runs once, in the ``demo`` fixture, and the tests read what it saw.
+Where no container engine can be used, every test is skipped with the reason.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import re
-import shutil
-import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_compose import (
-    DATA_DIR,
-    REPO,
-    dependency_order,
-    depends_on,
-    effective_argv,
-    healthcheck_argv,
-    image_files,
-    kcoord_subcommands,
-    load_compose,
-    seconds,
+from admin.client import LATEST_TIMESTAMP, AdminClient, Connection
+from tests.compose.harness import (
+    STATE,
+    Project,
+    find_engine,
+    open_engine,
+    parse_table,
+    published_port,
+    summary_line,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
-RECORDS = 1000
-ONE_SHOT_TIMEOUT = 60.0
+PROJECT = "kcoordtest"
+RECORDS = 600  # per round of the demo
+TOPIC, GROUP, PARTITIONS = "demo", "demo-group", 3
+ONE_SHOT_TIMEOUT = 180.0
 PIPELINE_TIMEOUT = 600.0
-_ADDRESS = re.compile(r"\b(?:kcoord|0\.0\.0\.0|127\.0\.0\.1|localhost):(\d+)\b")
+#: Where a root podman keeps state unless told otherwise: none of it may change.
+PODMAN_HOST_PATHS = ("/var/lib/containers", "/run/containers", "/run/libpod", "/run/runc", "/run/netns",
+                     "/dev/shm/libpod_lock", "/etc/containers/networks", "/etc/cni/net.d", "/var/lib/cni")
+
+Offsets = dict[tuple[str, int], int]
 
 
 def _free_port() -> int:
@@ -58,220 +60,224 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class PublishedAdminClient(AdminClient):
+    """The admin client on the host. The broker advertises ``kcoord:9092``, a name only the
+    compose network resolves; from the host that address is reached on its published port."""
+
+    def __init__(self, published: dict[tuple[str, int], tuple[str, int]]) -> None:
+        (host, port), = set(published.values())
+        super().__init__(f"{host}:{port}")
+        self.published = published
+
+    def _connect(self, host: str, port: int) -> Connection:
+        return super()._connect(*self.published.get((host, port), (host, port)))
+
+
 @dataclass
-class LocalTopology:
-    """Maps the compose topology onto this machine and keeps what each service did."""
+class HostView:
+    """The group's committed offsets and the topic's log end offsets, asked from the host."""
 
-    ports: dict[int, int]  # the broker's container port -> a free local port
-    data_dir: Path
-    logs: Path
-    compose: dict[str, Any]
-    files: dict[str, Path] = field(default_factory=image_files)
-    healthy: set[str] = field(default_factory=set)
-    completed: set[str] = field(default_factory=set)
-    outputs: dict[str, str] = field(default_factory=dict)
-    broker: subprocess.Popen[bytes] | None = None
+    committed: Offsets
+    ends: Offsets
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.ports[9092]}"
 
-    def rewrite(self, value: str) -> str:
-        if value in self.files:
-            return str(self.files[value])
-        value = _ADDRESS.sub(lambda m: f"127.0.0.1:{self.ports[int(m.group(1))]}", value)
-        return re.sub(rf"(?<![\w/]){re.escape(DATA_DIR)}(?![\w])", str(self.data_dir), value)
+@dataclass
+class DemoRun:
+    """What the scenario saw, step by step."""
 
-    def local_argv(self, argv: list[str]) -> list[str]:
-        program, *rest = [self.rewrite(part) for part in argv]
-        if program == "kcoord":
-            return [sys.executable, "-m", "kcoord", *rest]
-        assert program == "python", f"no local mapping for {program!r}"
-        return [sys.executable, *rest]
+    engine: str
+    healthy_after: float = 0.0
+    healthz: int = 0
+    metrics: str = ""
+    produced: list[dict[str, Any]] = field(default_factory=list)
+    consumed: list[dict[str, Any]] = field(default_factory=list)
+    host: dict[str, HostView] = field(default_factory=dict)
+    described: dict[str, Any] = field(default_factory=dict)
+    pipeline_rows: list[dict[str, str]] = field(default_factory=list)
+    broker_stop_code: int | None = None
+    healthy_after_restart: float = 0.0
+    leftovers: dict[str, list[str]] = field(default_factory=dict)
+    host_paths_before: dict[str, int | None] = field(default_factory=dict)
+    host_paths_after: dict[str, int | None] = field(default_factory=dict)
 
-    def environment(self, name: str) -> dict[str, str]:
-        variables = self.compose["services"][name].get("environment", {})
-        assert isinstance(variables, Mapping), "environment as a mapping"
-        return {**os.environ, "PYTHONUNBUFFERED": "1",
-                **{key: self.rewrite(str(value)) for key, value in variables.items()}}
 
-    def check_dependencies(self, name: str) -> None:
-        for dependency, condition in depends_on(self.compose["services"][name]).items():
-            done = {"service_healthy": self.healthy, "service_completed_successfully": self.completed}[condition]
-            assert dependency in done, f"{name} needs {dependency} {condition}"
-
-    def start_broker(self, name: str) -> None:
-        self.check_dependencies(name)
-        with (self.logs / f"{name}.log").open("wb") as log:  # the child keeps its own copy
-            self.broker = subprocess.Popen(self.local_argv(effective_argv(name, self.compose)), cwd=REPO,
-                                           stdout=log, stderr=subprocess.STDOUT, env=self.environment(name))
-        self.wait_healthy(name)
-
-    def wait_healthy(self, name: str) -> None:
-        """Run the service's healthcheck command until it passes, as Docker would (bounded)."""
-        healthcheck = self.compose["services"][name]["healthcheck"]
-        argv = self.local_argv(healthcheck_argv(self.compose["services"][name]))
-        budget = seconds(healthcheck["start_period"]) + healthcheck["retries"] * seconds(healthcheck["interval"])
-        deadline = time.monotonic() + min(budget, 30.0)
-        last = None
-        while time.monotonic() < deadline:
-            assert self.broker is not None and self.broker.poll() is None, f"{name} exited:\n{self.log(name)}"
-            last = subprocess.run(argv, cwd=REPO, capture_output=True, text=True,
-                                  timeout=seconds(healthcheck["timeout"]) + 5)
-            if last.returncode == 0:
-                self.healthy.add(name)
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"{name} never became healthy: {last and last.stderr}\n{self.log(name)}")
-
-    def read_only_mounts(self, name: str) -> list[str]:
-        """The local paths of the volumes a service mounts ``:ro``."""
-        mounts = [str(volume).split(":") for volume in self.compose["services"][name].get("volumes", [])]
-        return [self.rewrite(parts[1]) for parts in mounts if len(parts) == 3 and parts[2] == "ro"]
-
-    def run_one_shot(self, name: str, timeout: float) -> str:
-        """Run a one-shot service to completion; its standard output. It must exit 0."""
-        self.check_dependencies(name)
-        argv = self.local_argv(effective_argv(name, self.compose))
-        for path in self.read_only_mounts(name):
-            argv = _read_only(path, argv)
+def _host_paths() -> dict[str, int | None]:
+    """Each of podman's default state paths on the host: its modification time, or None."""
+    found: dict[str, int | None] = {}
+    for path in PODMAN_HOST_PATHS:
         try:
-            result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                                    env=self.environment(name))
-        except subprocess.TimeoutExpired as exc:
-            raise AssertionError(f"{name} did not finish within {timeout}s: {exc.stderr!r}") from None
-        (self.logs / f"{name}.log").write_text(result.stderr)
-        assert result.returncode == 0, (
-            f"{name} exited {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-            f"\nbroker log:\n{self.log('kcoord')}")
-        self.completed.add(name)
-        self.outputs[name] = result.stdout
-        return result.stdout
-
-    def stop_broker(self) -> int:
-        assert self.broker is not None
-        if self.broker.poll() is None:
-            self.broker.send_signal(signal.SIGTERM)
-        try:
-            return self.broker.wait(20)
-        except subprocess.TimeoutExpired:
-            self.broker.kill()
-            self.broker.wait(5)
-            raise AssertionError("the broker did not stop on SIGTERM:\n" + self.log("kcoord")) from None
-
-    def log(self, name: str) -> str:
-        path = self.logs / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+            found[path] = os.stat(path).st_mtime_ns
+        except FileNotFoundError:
+            found[path] = None
+    return found
 
 
-_READ_ONLY_BIND = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+def _host_view(project: Project) -> HostView:
+    published = {("kcoord", 9092): ("127.0.0.1", published_port(project, "kcoord", 9092))}
+    with PublishedAdminClient(published) as client:
+        committed = {tp: c.offset for tp, c in client.fetch_offsets(GROUP).items()}
+        ends = client.list_offsets({(TOPIC, p): LATEST_TIMESTAMP for p in range(PARTITIONS)})
+    return HostView(committed, ends)
 
 
-@functools.cache
-def _can_mount_read_only() -> bool:
-    """Whether this process may make a private read-only bind mount (root, mount namespaces)."""
-    if shutil.which("unshare") is None or shutil.which("mount") is None:
-        return False
-    with tempfile.TemporaryDirectory() as directory:
-        probe = ["unshare", "-m", "sh", "-c", _READ_ONLY_BIND, "sh", directory, "sh", "-c", "! touch \"$0\"/x",
-                 directory]
-        try:
-            return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
+def _http_get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return int(response.status), response.read().decode()
 
 
-def _read_only(path: str, argv: list[str]) -> list[str]:
-    """argv run with ``path`` read-only for it alone, as a ``:ro`` volume is (when possible)."""
-    if not _can_mount_read_only():
-        return argv
-    return ["unshare", "-m", "sh", "-c", _READ_ONLY_BIND, "sh", path, *argv]
+def _demo_round(project: Project, run: DemoRun) -> None:
+    out, _ = project.run_once("demo-producer", ONE_SHOT_TIMEOUT)
+    run.produced.append(summary_line(out))
+    out, _ = project.run_once("demo-consumer", ONE_SHOT_TIMEOUT)
+    run.consumed.append(summary_line(out))
 
 
-def _summary(output: str) -> dict[str, Any]:
-    lines = [line for line in output.splitlines() if line.startswith("summary ")]
-    assert len(lines) == 1, output
-    summary: dict[str, Any] = json.loads(lines[0].removeprefix("summary "))
-    return summary
+def _scenario(project: Project, run: DemoRun) -> None:
+    began = time.monotonic()
+    project.create()
+    project.start("kcoord")
+    project.wait_healthy("kcoord")
+    run.healthy_after = time.monotonic() - began
+    metrics = f"http://127.0.0.1:{published_port(project, 'kcoord', 9308)}"
+    run.healthz, _ = _http_get(metrics + "/healthz")
+    _, run.metrics = _http_get(metrics + "/metrics")
+
+    _demo_round(project, run)
+    run.host["first round"] = _host_view(project)
+    described = project.run_on_network(
+        project.image("kcoord"),
+        ["groups", "describe", GROUP, "--bootstrap-server", "kcoord:9092", "--output", "json"],
+        network=project.network("kcoord"))
+    run.described = json.loads(described.stdout)
+    out, _ = project.run_once("pipeline", PIPELINE_TIMEOUT)
+    run.pipeline_rows = parse_table(out)
+
+    run.broker_stop_code = project.stop("kcoord")
+    began = time.monotonic()
+    project.engine.cli("start", project.container("kcoord"))
+    project.wait_healthy("kcoord")
+    run.healthy_after_restart = time.monotonic() - began
+    run.host["after restart"] = _host_view(project)
+
+    _demo_round(project, run)
+    run.host["second round"] = _host_view(project)
+    project.timings["compose up to healthy"] = run.healthy_after
 
 
 @pytest.fixture(scope="module")
-def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
-    """The broker healthy, then the producer and the consumer run to completion, in order."""
-    root = tmp_path_factory.mktemp("topology")
-    (root / "logs").mkdir()
-    compose = load_compose({"DEMO_RECORDS": str(RECORDS)})
-    published = [int(str(mapping).rsplit(":", 1)[1]) for mapping in compose["services"]["kcoord"]["ports"]]
-    local = LocalTopology({port: _free_port() for port in published}, root / "kcoord-data", root / "logs", compose)
-    order = dependency_order(compose)
-    assert order == ["kcoord", "demo-producer", "demo-consumer", "pipeline"]
-    try:
-        local.start_broker("kcoord")
-        for name in ("demo-producer", "demo-consumer"):  # the pipeline job is a test of its own
-            local.run_one_shot(name, ONE_SHOT_TIMEOUT)
-        yield local
-    finally:
-        code = local.stop_broker() if local.broker is not None else None
-    assert code == 0, f"the broker exited {code}:\n{local.log('kcoord')}"
+def demo() -> Iterator[DemoRun]:
+    choice = find_engine()
+    if isinstance(choice, str):
+        pytest.skip(f"containers cannot run on this machine: {choice}")
+    run = DemoRun(choice.kind, host_paths_before=_host_paths())
+    with open_engine(choice) as engine:
+        project = Project(engine, PROJECT, {
+            "DEMO_RECORDS": str(RECORDS),
+            "KCOORD_PORT": str(_free_port()),
+            "KCOORD_METRICS_PORT": str(_free_port()),
+        })
+        project.down()  # whatever an interrupted run left behind
+        try:
+            project.build()
+            sizes = project.image_sizes()
+            _scenario(project, run)
+        finally:
+            project.down()
+        run.leftovers = project.leftovers()
+        _record(project, sizes)
+    run.host_paths_after = _host_paths()
+    yield run
 
 
-def test_the_broker_advertises_the_rewritten_address(topology: LocalTopology) -> None:
-    assert f"(advertised {topology.bootstrap})" in topology.log("kcoord")
-    assert (topology.data_dir / ".lock").exists()
+def _record(project: Project, sizes: dict[str, int]) -> None:
+    """The last run's timings and image sizes in .compose/last-run.json (docs/deployment.md
+    quotes them)."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    timings = {**project.engine.timings, **project.timings}
+    record = {"engine": project.engine.kind, "seconds": {k: round(v, 1) for k, v in timings.items()},
+              "image MB": {image: round(size / 1e6) for image, size in sizes.items()}}
+    (STATE / "last-run.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
-def test_the_metrics_port_serves_health_and_metrics(topology: LocalTopology) -> None:
-    base = f"http://127.0.0.1:{topology.ports[9308]}"
-    with urllib.request.urlopen(base + "/healthz", timeout=10) as response:
-        assert response.status == 200
-    with urllib.request.urlopen(base + "/metrics", timeout=10) as response:
-        assert "kcoord_build_info" in response.read().decode()
+# --------------------------------------------------------------------------- the first round
 
 
-def test_the_producer_writes_every_record(topology: LocalTopology) -> None:
-    summary = _summary(topology.outputs["demo-producer"])
-    assert summary["topic"] == "demo"
-    assert summary["records"] == RECORDS
-    assert set(summary["per_partition"]) == {"0", "1", "2"}
+def test_the_broker_becomes_healthy_and_serves_its_published_ports(demo: DemoRun) -> None:
+    assert demo.healthy_after > 0
+    assert demo.healthz == 200
+    assert "kcoord_build_info" in demo.metrics
 
 
-def test_the_consumer_group_reads_every_record_once_and_commits(topology: LocalTopology) -> None:
-    summary = _summary(topology.outputs["demo-consumer"])
-    assert (summary["group"], summary["topic"], summary["records"]) == ("demo-group", "demo", RECORDS)
-    assert (summary["unique"], summary["redelivered"]) == (RECORDS, 0)
-    assert (summary["missing_seqs"], summary["duplicate_seqs"]) == (0, 0)
-    assert sum(summary["per_client"].values()) == RECORDS
-    assert summary["committed_ok"] is True
-    # both client libraries took part in the one group
-    assert set(summary["per_client"]) == {"kafka-python", "confluent-kafka"}
+def test_the_producer_writes_every_record(demo: DemoRun) -> None:
+    first = demo.produced[0]
+    assert (first["topic"], first["records"]) == (TOPIC, RECORDS)
+    assert set(first["per_partition"]) == {str(p) for p in range(PARTITIONS)}
 
 
-def test_committed_offsets_are_the_end_of_the_topic(topology: LocalTopology) -> None:
-    """Checked independently of the demo, with kafka-python's admin and consumer APIs."""
-    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-
-    bootstrap = topology.bootstrap
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        committed = admin.list_group_offsets("demo-group")["demo-group"]
-    finally:
-        admin.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        partitions = [TopicPartition("demo", p) for p in range(3)]
-        ends = consumer.end_offsets(partitions)
-    finally:
-        consumer.close()
-    assert {tp: meta.offset for tp, meta in committed.items()} == ends
-    assert sum(ends.values()) == RECORDS
+def test_the_group_of_two_client_libraries_consumes_every_record_once(demo: DemoRun) -> None:
+    first = demo.consumed[0]
+    assert (first["group"], first["topic"], first["records"]) == (GROUP, TOPIC, RECORDS)
+    assert (first["unique"], first["redelivered"]) == (RECORDS, 0)
+    assert (first["missing_seqs"], first["duplicate_seqs"]) == (0, 0)
+    assert set(first["per_client"]) == {"kafka-python", "confluent-kafka"}
+    assert first["committed_ok"] is True
 
 
-@pytest.mark.timeout(PIPELINE_TIMEOUT + 60)
-def test_the_pipeline_job_reads_the_broker_volume(topology: LocalTopology) -> None:
-    if "pipeline" not in kcoord_subcommands():
-        pytest.skip("`kcoord pipeline` is not registered yet")
-    before = sorted(p.relative_to(topology.data_dir) for p in topology.data_dir.rglob("*"))
-    output = topology.run_one_shot("pipeline", PIPELINE_TIMEOUT)
-    assert "demo-group" in output, f"the demo's group is missing from the stats:\n{output}"
-    # compose mounts the volume read-only for this job: it must not write there
-    assert sorted(p.relative_to(topology.data_dir) for p in topology.data_dir.rglob("*")) == before
+def test_committed_offsets_equal_the_log_end_offsets(demo: DemoRun) -> None:
+    view = demo.host["first round"]
+    assert view.committed == view.ends
+    assert sum(view.ends.values()) == RECORDS
+    # what the consumer read back inside its container agrees with the host
+    inside = {(TOPIC, int(p)): offset for p, offset in demo.consumed[0]["committed"].items()}
+    assert inside == view.committed
+
+
+def test_groups_describe_in_a_container_shows_the_group(demo: DemoRun) -> None:
+    described = demo.described
+    assert (described["group"], described["state"], described["protocol_type"]) == (GROUP, "Empty", "consumer")
+    assert described["coordinator"]["host"] == "kcoord"
+    rows = {(r["topic"], r["partition"]): r for r in described["offsets"]}
+    assert {tp: r["current_offset"] for tp, r in rows.items()} == demo.host["first round"].committed
+    assert {tp: r["log_end_offset"] for tp, r in rows.items()} == demo.host["first round"].ends
+    assert all(r["lag"] == 0 for r in rows.values())
+
+
+def test_the_pipeline_job_output_matches_the_committed_offsets(demo: DemoRun) -> None:
+    rows = demo.pipeline_rows
+    assert {row["group"] for row in rows} == {GROUP}
+    from_log = {(row["topic"], int(row["partition"])): int(row["offset"]) for row in rows}
+    assert from_log == demo.host["first round"].committed
+
+
+# --------------------------------------------------------------------------- the restart
+
+
+def test_the_broker_stops_cleanly_and_the_volume_keeps_its_log(demo: DemoRun) -> None:
+    assert demo.broker_stop_code == 0
+    assert demo.healthy_after_restart > 0
+    assert demo.host["after restart"] == demo.host["first round"]
+
+
+def test_after_the_restart_the_group_resumes_from_its_committed_offsets(demo: DemoRun) -> None:
+    assert demo.produced[1]["records"] == RECORDS
+    second = demo.consumed[1]
+    # exactly the new records: a group starting over from the beginning would read the old ones
+    assert (second["unique"], second["redelivered"], second["missing_seqs"]) == (RECORDS, 0, 0)
+    view = demo.host["second round"]
+    assert view.committed == view.ends
+    assert sum(view.ends.values()) == 2 * RECORDS
+    assert all(view.committed[tp] > offset for tp, offset in demo.host["first round"].committed.items())
+
+
+# --------------------------------------------------------------------------- the teardown
+
+
+def test_the_teardown_removes_containers_volumes_and_network(demo: DemoRun) -> None:
+    assert demo.leftovers == {"containers": [], "volumes": [], "networks": []}
+
+
+def test_podman_changes_nothing_outside_the_repository_and_the_temp_directory(demo: DemoRun) -> None:
+    if demo.engine != "podman":
+        pytest.skip("Docker keeps its state in its daemon's directories")
+    assert demo.host_paths_after == demo.host_paths_before
+    assert Path(STATE).is_relative_to(Path(__file__).resolve().parents[2]) or "KCOORD_COMPOSE_STATE" in os.environ

@@ -1,0 +1,1 @@
+"""A harness that runs compose topologies in real containers (tests/compose/harness.py)."""
