@@ -64,4 +64,4 @@ HEALTHCHECK --interval=5s --timeout=5s --start-period=10s --retries=12 \
     CMD ["python", "/opt/kcoord/healthcheck.py", "--bootstrap-server", "127.0.0.1:9092"]
 ENTRYPOINT ["kcoord"]
 CMD ["serve", "--listen", "0.0.0.0:9092", "--data-dir", "/var/lib/kcoord", \
-     "--set", "advertised.listeners=PLAINTEXT://kcoord:9092", "--metrics-listen", "0.0.0.0:9308"]
+     "--set", "advertised.listeners=PLAINTEXT://kcoord:9092", "--http-listen", "0.0.0.0:9308"]

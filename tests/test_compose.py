@@ -354,7 +354,7 @@ def test_the_data_volume_is_declared_and_mounted(compose: dict[str, Any], stages
 
 def test_the_broker_ports_are_published_and_exposed(compose: dict[str, Any], stages: dict[str, Stage]) -> None:
     args = _serve_args(compose)
-    (_, port), (metrics_host, metrics_port) = parse_listen(args.listen), parse_listen(args.metrics_listen)
+    (_, port), (metrics_host, metrics_port) = parse_listen(args.listen), parse_listen(args.http_listen)
     assert metrics_host == "0.0.0.0"
     assert compose["services"]["kcoord"]["ports"] == [f"{port}:{port}", f"{metrics_port}:{metrics_port}"]
     moved = load_compose({"KCOORD_PORT": "19092", "KCOORD_METRICS_PORT": "19308"})
