@@ -146,6 +146,29 @@ def test_metrics_follow_a_consumer_group_and_a_producer(metered: tuple[BrokerPro
     grew("kcoord_received_bytes_total", 1000)
     grew("kcoord_sent_bytes_total", 1000)
     assert after.get("kcoord_offsets") >= 4  # raw-committer's 2 and metered-group's 2
+    # The consumer long-polled: its waits are apart from the time spent serving.
+    grew("kcoord_fetch_wait_duration_seconds_count", 1)
+    grew("kcoord_fetch_serve_duration_seconds_count", 1)
+    assert after.get("kcoord_fetch_serve_duration_seconds_count") >= \
+        after.get("kcoord_fetch_wait_duration_seconds_count")
+    assert after.get("kcoord_fetch_serve_duration_seconds_sum") < \
+        after.get("kcoord_fetch_wait_duration_seconds_sum")  # idle polls wait, they barely serve
+    # Lag per group and topic: the consumer read everything; raw-committer is ahead of the log.
+    assert after.get("kcoord_group_topic_lag", group="metered-group", topic="metered") == 0
+    assert after.get("kcoord_group_topic_offset_sum", group="metered-group", topic="metered") == 20
+    assert after.get("kcoord_group_topic_offset_sum", group="raw-committer", topic="metered") == 28
+    producer = KafkaProducer(bootstrap_servers=proc.bootstrap, acks="all")
+    try:
+        for i in range(3):
+            producer.send("metered", value=b"late-%d" % i, partition=0)
+        producer.flush(10)
+    finally:
+        producer.close(5)
+    lagging = scrape(base)
+    assert lagging.get("kcoord_group_topic_lag", group="metered-group", topic="metered") == 3
+    assert lagging.get("kcoord_group_topic_lag_series_omitted") == 0
+    for name in ("process_resident_memory_bytes", "process_open_fds", "process_cpu_seconds_total"):
+        assert lagging.get(name) > 0, name
     assert after.get("kcoord_topics") >= 1 and after.get("kcoord_partitions") >= 2
     assert after.get("kcoord_coordinator_log_segments") >= 1
     assert sum(after.series("kcoord_groups").values()) == 2
