@@ -16,17 +16,17 @@ from broker import logs
 from broker.config import ConfigError, load_config
 
 if TYPE_CHECKING:
-    from broker.http import RoutesFactory
+    from broker.http import ExtensionFactory
 
 # The server (trio, storage) is imported only when `serve` runs: the other kcoord commands
 # build this parser too and start faster without it.
 
 
-def register(sub: Any, http_routes: RoutesFactory | None = None) -> None:
+def register(sub: Any, http_extension: ExtensionFactory | None = None) -> None:
     """Add ``serve`` to a parser's subcommands.
 
-    ``http_routes`` adds routes to the HTTP surface (``kcoord`` adds the console's); without
-    it, ``--http-listen`` serves /metrics and /healthz only.
+    ``http_extension`` adds to the HTTP surface (``kcoord`` adds the console); without it,
+    ``--http-listen`` serves /metrics and /healthz only.
     """
     serve = sub.add_parser("serve", help="run the broker")
     serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any)")
@@ -41,9 +41,9 @@ def register(sub: Any, http_routes: RoutesFactory | None = None) -> None:
                        help="log one INFO line per request (peer, client, API, duration, reply size)")
     serve.add_argument("--http-listen", "--metrics-listen", dest="http_listen", metavar="HOST:PORT",
                        help="serve HTTP on HOST:PORT (port 0: any): Prometheus metrics at /metrics, a health "
-                            "check at /healthz" + (", the console at /" if http_routes is not None else "")
+                            "check at /healthz" + (", the console at /" if http_extension is not None else "")
                             + "; --metrics-listen is the same option")
-    serve.set_defaults(func=serve_command, http_routes=http_routes)
+    serve.set_defaults(func=serve_command, http_extension=http_extension)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +89,7 @@ def serve_command(args: argparse.Namespace) -> int:
         return 2
     try:
         with lock_data_dir(args.data_dir):
-            trio.run(partial(run_server, http_listen=args.http_listen, http_routes=args.http_routes,
+            trio.run(partial(run_server, http_listen=args.http_listen, http_extension=args.http_extension,
                              request_logging=args.request_log),
                      config, args.listen, args.data_dir)
     except (RuntimeError, CorruptLogError, PartitionCountError) as exc:

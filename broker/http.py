@@ -4,7 +4,7 @@ An ASGI application (Starlette) served by Hypercorn's trio worker inside the bro
 trio run, so it needs no process of its own. ``/metrics`` is prometheus-client's exposition
 of ``broker.metrics.registry`` (the text format, or OpenMetrics when the scraper asks for
 it); ``/healthz`` answers 200 while the broker accepts Kafka connections. The ``kcoord``
-command adds the console's routes through ``RoutesFactory``, so this package never
+command adds the console through an ``ExtensionFactory``, so this package never
 imports the console (which speaks to the broker as an admin client would).
 
 What a client can cost the broker is bounded by Hypercorn's limits, set here: a request
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,19 +47,31 @@ BACKLOG = 64
 
 @dataclass(frozen=True)
 class HttpContext:
-    """What the routes a command adds may use: the broker as a client sees it."""
+    """What an extension of the surface may use: the broker as a client sees it."""
 
     #: ``host:port`` of this broker's Kafka listener: the console connects to it as any
     #: admin client does, so what it shows and does passes through the Kafka protocol.
     bootstrap: str
+    #: The host the HTTP surface listens on (a loopback address or not).
+    http_host: str
     data_dir: Path
     config: Config
     registry: CollectorRegistry
     healthy: Callable[[], bool]
+    #: Partition offsets stored by OffsetCommit so far (a cheap counter, for rates).
+    offsets_committed: Callable[[], int]
 
 
-#: Extra routes (the console), built once the broker's Kafka listener is bound.
-RoutesFactory = Callable[[HttpContext], Sequence[BaseRoute]]
+@dataclass(frozen=True)
+class HttpExtension:
+    """Routes a command adds to the surface, and a task to run beside them."""
+
+    routes: Sequence[BaseRoute]
+    background: Callable[[], Awaitable[None]] | None = None
+
+
+#: Builds the extension (the console) once the broker's Kafka listener is bound.
+ExtensionFactory = Callable[[HttpContext], HttpExtension]
 
 
 def build_app(context: HttpContext, routes: Sequence[BaseRoute] = ()) -> Starlette:

@@ -43,7 +43,7 @@ from storage.fs import REAL_FS, FileSystem
 from storage.layout import lock_file
 
 if TYPE_CHECKING:
-    from broker.http import RoutesFactory
+    from broker.http import ExtensionFactory
 
 log = logging.getLogger("kcoord.server")
 
@@ -360,11 +360,11 @@ class Server:
 
 
 async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen: str | None = None,
-                     http_routes: RoutesFactory | None = None, request_logging: bool = False) -> None:
+                     http_extension: ExtensionFactory | None = None, request_logging: bool = False) -> None:
     """Serve until SIGINT or SIGTERM, then stop gracefully and return.
 
-    With ``http_listen``, the HTTP surface (``broker.http``: /metrics, /healthz and the
-    routes ``http_routes`` adds) is served on that address in the same trio run.
+    With ``http_listen``, the HTTP surface (``broker.http``: /metrics, /healthz and what
+    ``http_extension`` adds) is served on that address in the same trio run.
     """
     host, port = parse_listen(listen)
     server = Server(config, host, port, data_dir)
@@ -380,7 +380,7 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen
             raise RuntimeError(f"cannot listen on {http_listen} for HTTP: {exc.strerror or exc}") from None
         http_host, http_port = http_socket.getsockname()[:2]
         log.info("kcoord http on %s:%d (/metrics, /healthz%s)", http_host, http_port,
-                 ", the console at /" if http_routes is not None else "")
+                 ", the console at /" if http_extension is not None else "")
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
     try:
         server.broker = Broker.open(config, data_dir)
@@ -405,10 +405,14 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen
                 kafka_host = "127.0.0.1" if kafka_host == "0.0.0.0" else "::1"
             context = http.HttpContext(
                 bootstrap=f"[{kafka_host}]:{kafka_port}" if ":" in kafka_host else f"{kafka_host}:{kafka_port}",
-                data_dir=data_dir, config=config, registry=registry(server.collect),
-                healthy=lambda: server.serving and not server.draining)
-            routes = http_routes(context) if http_routes is not None else ()
-            await http.serve(http.build_app(context, routes), sock)
+                http_host=str(sock.getsockname()[0]), data_dir=data_dir, config=config,
+                registry=registry(server.collect), healthy=lambda: server.serving and not server.draining,
+                offsets_committed=lambda: server.groups.offsets_committed if server.groups is not None else 0)
+            extension = http_extension(context) if http_extension is not None else http.HttpExtension(())
+            async with trio.open_nursery() as tasks:
+                if extension.background is not None:
+                    tasks.start_soon(extension.background)
+                await http.serve(http.build_app(context, extension.routes), sock)
 
         nursery.start_soon(watch_signals)
         if http_socket is not None:

@@ -34,7 +34,8 @@ class Surface:
 async def surface(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[Surface]:
     state = Surface()
     context = http.HttpContext(bootstrap="127.0.0.1:9", data_dir=tmp_path, config=Config(),
-                               registry=registry(state.families), healthy=lambda: state.healthy)
+                               http_host="127.0.0.1", registry=registry(state.families), healthy=lambda: state.healthy,
+                               offsets_committed=lambda: 0)
     extra = [Route("/hello", lambda _request: PlainTextResponse("hello\n"))]
     sock = http.bind("127.0.0.1", 0)
     state.port = sock.getsockname()[1]
