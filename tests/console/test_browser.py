@@ -198,6 +198,14 @@ def test_a_reset_is_refused_while_the_group_has_members(scene: Console, page: An
     page.click("#preview-button")
     assert "refuses to change the offsets of a group with members" in page.inner_text("#refused")
     assert page.query_selector("#confirm-button") is None
+    # Posting a plan anyway (no preview): the console refuses, and so would the broker.
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "kcoord_console_csrf")
+    offsets = '[{"topic": "orders", "partition": 0, "offset": 0, "leader_epoch": -1, "metadata": ""}]'
+    response = page.request.post(scene.base + "/groups/billing/reset/commit",
+                                 form={"csrf": token, "offsets": offsets, "action": "sneaky"})
+    assert response.status == 409 and "Stable with 1 member" in response.text()
+    with AdminClient(scene.bootstrap) as admin:
+        assert admin.fetch_offsets("billing")[(ORDERS, 0)].offset == 10
 
 
 def test_deleting_offsets_and_then_the_group_asks_for_confirmation(scene: Console, page: Any) -> None:
