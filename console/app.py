@@ -49,8 +49,9 @@ T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
-#: Worker threads the pages may use at once: the console never crowds the broker's CPU.
-WORKERS = 2
+#: Worker threads the pages may use at once: one, so the console never crowds the broker's
+#: event loop out of the interpreter (threads take turns holding it).
+WORKERS = 1
 GROUP_SORTS = ("group", "state", "group_type", "members", "lag")
 
 
