@@ -13,6 +13,7 @@ Each page is saved at 1280x800 under build/console-screenshots (docs/console.md)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.integration
 ORDERS = "orders"  # 3 partitions of 10 records each
 EVENTS = "events"  # 1 partition of 10 records
 HISTORY_COMMITS = (1, 2, 4, 7, 9)
+#: When the third history commit (offset 4) was the latest: the restore test goes back there.
+AS_OF: dict[str, int] = {}
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
@@ -59,6 +62,10 @@ def scene(console: Console) -> Iterator[Console]:
         _commit(admin, "rewind", {(ORDERS, p): 10 for p in range(3)})
         for offset in HISTORY_COMMITS:
             _commit(admin, "history", {(EVENTS, 0): offset})
+            if offset == 4:
+                time.sleep(0.05)
+                AS_OF["ms"] = int(time.time() * 1000)
+                time.sleep(0.05)
         _commit(admin, "doomed", {(ORDERS, 0): 5, (EVENTS, 0): 5})
     billing = KafkaPythonConsumer(bootstrap, "billing", ORDERS, auto_commit_interval_ms=200,
                                   client_id="billing-client")
@@ -190,6 +197,18 @@ def _first_offsets(consumer: Any, first: dict[int, int]) -> bool:
         for record in records:
             first.setdefault(record.partition, record.offset)
     return True
+
+
+def test_restore_as_of_previews_the_offsets_the_group_had_then(scene: Console, page: Any) -> None:
+    from admin.inputs import format_time
+
+    _open(page, scene.base + "/groups/history/reset")
+    page.check("input[name='strategy'][value='restore-as-of']")
+    page.fill("#strategy-value", format_time(AS_OF["ms"]))
+    page.click("#preview-button")
+    assert "restore as of" in page.inner_text("h1")
+    assert [(r[0], r[1], r[2], r[4]) for r in _rows(page, "#preview-table")] == [(EVENTS, "0", "9", "4")]
+    assert page.query_selector("#confirm-button") is not None  # Empty: it could be committed
 
 
 def test_a_reset_is_refused_while_the_group_has_members(scene: Console, page: Any) -> None:
