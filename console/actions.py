@@ -32,7 +32,7 @@ from admin.plan import (
     plan_reset,
     plan_restore,
 )
-from console.data import COMMITTABLE_STATES
+from console.data import COMMITTABLE_STATES, group_state
 
 RESTORE_AS_OF = "restore-as-of"
 
@@ -104,7 +104,7 @@ def _history(data_dir: Path, group: str, as_of_ms: int) -> dict[TopicPartition, 
 def plan(client: AdminClient, group: str, strategy: Strategy, action: str, topics: list[str] | None,
          data_dir: Path) -> Plan:
     """Every partition's current and new offset; ``topics`` None means every committed topic."""
-    description = client.describe_group(group)
+    state, members = group_state(client, group)
     committed = {tp: c.offset for tp, c in client.fetch_offsets(group).items()}
 
     def wanted(tp: TopicPartition) -> bool:
@@ -127,7 +127,7 @@ def plan(client: AdminClient, group: str, strategy: Strategy, action: str, topic
         found = client.list_offsets({tp: strategy.value for tp in partitions}) \
             if strategy.name in (TO_DATETIME, BY_DURATION) else None
         rows = plan_reset(strategy, sorted(partitions), committed, ranges, found)
-    return Plan(group, action, rows, description.state, len(description.members))
+    return Plan(group, action, rows, state, members)
 
 
 def commit_plan(client: AdminClient, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
@@ -138,9 +138,8 @@ def commit_plan(client: AdminClient, group: str, offsets: dict[TopicPartition, C
 
 
 def refuse_if_active(client: AdminClient, group: str, what: str) -> None:
-    description = client.describe_group(group)
-    if description.state not in COMMITTABLE_STATES:
-        count = len(description.members)
+    state, count = group_state(client, group)
+    if state not in COMMITTABLE_STATES:
         raise GroupStateError(
-            f"group {group!r} is {description.state} with {count} member{'s' if count != 1 else ''}: "
+            f"group {group!r} is {state} with {count} member{'s' if count != 1 else ''}: "
             f"{what} while it is Empty. Stop its consumers (or wait for their session timeout), then retry.")

@@ -283,6 +283,15 @@ def group_type_of(client: AdminClient, group: str) -> str:
     return CLASSIC
 
 
+def group_state(client: AdminClient, group: str) -> tuple[str, int]:
+    """The group's state and how many members it has, for a group of either type."""
+    if group_type_of(client, group) == CONSUMER:
+        description, members, _ = describe_consumer(client, group)
+        return description.state, len(members)
+    description = client.describe_group(group)
+    return description.state, len(description.members)
+
+
 def group_detail(client: AdminClient, group: str) -> GroupDetail:
     """Members with their assignments; per partition the committed offset, log end and lag.
 
