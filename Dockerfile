@@ -67,6 +67,7 @@ COPY broker /opt/kcoord/src/broker
 COPY admin /opt/kcoord/src/admin
 COPY pipeline /opt/kcoord/src/pipeline
 COPY kcoord /opt/kcoord/src/kcoord
+COPY console /opt/kcoord/src/console
 
 FROM deps AS venv-broker
 ARG PIP_OFFLINE
@@ -125,10 +126,10 @@ FROM runtime AS broker
 COPY --from=venv-broker /opt/kcoord/venv /opt/kcoord/venv
 USER kcoord
 VOLUME ["/var/lib/kcoord"]
-# 9092: the Kafka protocol; 9308: Prometheus metrics (/metrics) and /healthz
+# 9092: the Kafka protocol; 9308: the HTTP surface (/metrics, /healthz, the console)
 EXPOSE 9092 9308
 HEALTHCHECK --interval=5s --timeout=5s --start-period=10s --retries=12 \
     CMD ["python", "/opt/kcoord/healthcheck.py", "--bootstrap-server", "127.0.0.1:9092"]
 ENTRYPOINT ["kcoord"]
 CMD ["serve", "--listen", "0.0.0.0:9092", "--data-dir", "/var/lib/kcoord", \
-     "--set", "advertised.listeners=PLAINTEXT://kcoord:9092", "--metrics-listen", "0.0.0.0:9308"]
+     "--set", "advertised.listeners=PLAINTEXT://kcoord:9092", "--http-listen", "0.0.0.0:9308"]

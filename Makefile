@@ -8,7 +8,8 @@ LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
 .PHONY: run test lint typecheck unit integration integration-loaded bench bench-pipeline clean \
-	compose-tools compose-wheels compose-base compose-test compose-up compose-down compose-clean
+	compose-tools compose-wheels compose-base compose-test compose-up compose-down compose-clean \
+	console-deps vendor-chartjs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,27 +27,48 @@ run: $(VENV)/.installed
 	$(BIN)/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check broker protocol storage pipeline admin kcoord tests bench deploy
+	$(BIN)/ruff check broker protocol storage pipeline admin kcoord console tests bench deploy
 
 typecheck: $(VENV)/.installed-dev
-	$(BIN)/mypy protocol broker storage pipeline admin kcoord
+	$(BIN)/mypy protocol broker storage pipeline admin kcoord console
 
 # The compose topology (tests/integration/test_topology.py) runs here too when containers can
 # run on this machine; compose-tools installs podman for it where it can, and the test says
-# plainly why it is skipped where it cannot.
-test: lint typecheck compose-tools
+# plainly why it is skipped where it cannot. console-deps installs Chromium for the browser tests.
+test: lint typecheck compose-tools console-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+# The console's browser tests (tests/console) drive Debian's chromium through Playwright for
+# Python (a dev dependency); Playwright's own browser download is never used. Chromium is
+# installed with apt when it is missing and apt can run; where it cannot, those tests skip
+# and say why. Their screenshots land in build/console-screenshots (docs/console.md).
+console-deps: $(VENV)/.installed-dev
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=""; \
+	  elif command -v apt-get >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; \
+	  else echo "console-deps: no chromium, and apt cannot install it here: the browser tests will skip" >&2; exit 0; fi; \
+	  echo "console-deps: installing Debian's chromium for the console's browser tests"; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	    || echo "console-deps: installing chromium failed: the browser tests will skip" >&2; }
+
+# Refresh the console's vendored Chart.js from the npm registry (committed with its licence).
+CHARTJS_VERSION ?= 4.6.1
+vendor-chartjs:
+	rm -rf build/chartjs && mkdir -p build/chartjs
+	cd build/chartjs && npm pack --silent chart.js@$(CHARTJS_VERSION) && tar xzf chart.js-$(CHARTJS_VERSION).tgz
+	cp build/chartjs/package/dist/chart.umd.min.js build/chartjs/package/LICENSE.md console/static/vendor/chart.js/
+	sed -i 's/^Chart.js [0-9.]*/Chart.js $(CHARTJS_VERSION)/' console/static/vendor/chart.js/README.md
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -m "not integration" tests
 
-integration: $(VENV)/.installed-dev
+integration: $(VENV)/.installed-dev console-deps
 	$(BIN)/python -m pytest -q -m integration tests
 
 # The integration tests with one core kept busy, three runs in a row, stopping at the
 # first failure: a test that passes only on an idle machine is a bug.
-integration-loaded: $(VENV)/.installed-dev
+integration-loaded: $(VENV)/.installed-dev console-deps
 	for run in 1 2 3; do \
 	  echo "integration-loaded: run $$run of 3"; \
 	  $(BIN)/python -m pytest -q -x -m integration --cpu-load=1 tests || exit 1; \

@@ -55,6 +55,7 @@ from admin.plan import (
     plan_reset,
     plan_restore,
 )
+from admin.progress import Steps
 from admin.render import (
     assigned_partitions,
     described_group,
@@ -360,14 +361,27 @@ def _warn_if_active(client: AdminClient, group: str) -> None:
               "consumers are stopped and it is Empty", file=sys.stderr)
 
 
+def _log_range(client: AdminClient, partitions: set[TopicPartition] | dict[TopicPartition, Any],
+               steps: Steps) -> dict[TopicPartition, tuple[int, int]]:
+    """Each partition's log start and end, asked in chunks so a bar can follow."""
+    ranges: dict[TopicPartition, tuple[int, int]] = {}
+    steps.chunked("reading log start and end offsets", sorted(partitions),
+                  lambda chunk: ranges.update(client.log_range(chunk)))
+    return ranges
+
+
 def _finish_plan(client: AdminClient, args: argparse.Namespace, group: str, action: str,
-                 rows: list[PlanRow]) -> int:
+                 rows: list[PlanRow], steps: Steps | None = None) -> int:
     if args.execute:
         _require_committable(client, group)
         offsets = {(r.topic, r.partition): CommittedOffset(r.new, r.leader_epoch, r.metadata)
                    for r in rows if r.new is not None}
-        if offsets:
-            client.commit_offsets(group, offsets)
+        # One OffsetCommit per chunk of partitions, so a bar can follow a large restore.
+        (steps or Steps(enabled=False)).chunked(
+            f"committing offsets of group {group!r}", sorted(offsets.items()),
+            lambda chunk: client.commit_offsets(group, dict(chunk)))
+        if steps is not None:
+            steps.close()
     else:
         _warn_if_active(client, group)
     document = plan_document(group, action, rows, executed=bool(args.execute))
@@ -415,7 +429,8 @@ def offsets_reset(client: AdminClient, args: argparse.Namespace) -> int:
                   + (" ..." if len(gone) > 10 else ""), file=sys.stderr)
     else:
         partitions = _resolve_specs(client, args.topics)
-    ranges = client.log_range(partitions)
+    with Steps() as steps:
+        ranges = _log_range(client, partitions, steps)
     found = None
     if strategy.name in BY_TIME:
         found = client.list_offsets({tp: strategy.value for tp in partitions})
@@ -454,7 +469,9 @@ def offsets_delete(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def offsets_export(client: AdminClient, args: argparse.Namespace) -> int:
-    committed = client.fetch_offsets(args.group)
+    with Steps() as steps:
+        committed = steps.wait(f"fetching the committed offsets of group {args.group!r}",
+                               lambda: client.fetch_offsets(args.group))
     rows = [OffsetRow(t, p, c.offset, c.metadata, c.leader_epoch) for (t, p), c in committed.items()]
     if not rows:
         print(f"note: group {args.group!r} has no committed offsets", file=sys.stderr)
@@ -473,7 +490,7 @@ def offsets_export(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def _exact_plan(client: AdminClient, group: str, restored: dict[TopicPartition, OffsetRow],
-                what: str) -> list[PlanRow]:
+                what: str, steps: Steps) -> list[PlanRow]:
     _check_partitions_exist(client, set(restored), what)
     committed = {tp: c.offset for tp, c in client.fetch_offsets(group).items()}
     untouched = sorted(set(committed) - set(restored))
@@ -482,14 +499,15 @@ def _exact_plan(client: AdminClient, group: str, restored: dict[TopicPartition, 
               f"{'are' if len(untouched) != 1 else 'is'} not in {what} and stay as they are: "
               + ", ".join(f"{t}-{p}" for t, p in untouched[:10]) + (" ..." if len(untouched) > 10 else ""),
               file=sys.stderr)
-    return plan_restore(restored, committed, client.log_range(restored))
+    return plan_restore(restored, committed, _log_range(client, restored, steps))
 
 
 def offsets_import(client: AdminClient, args: argparse.Namespace) -> int:
     rows = read_offsets_file(args.file)
     restored = {(r.topic, r.partition): r for r in rows}
-    plan = _exact_plan(client, args.group, restored, str(args.file))
-    return _finish_plan(client, args, args.group, "import", plan)
+    with Steps() as steps:
+        plan = _exact_plan(client, args.group, restored, str(args.file), steps)
+        return _finish_plan(client, args, args.group, "import", plan, steps)
 
 
 def _history_offsets(data_dir: Path, as_of_ms: int, group: str) -> dict[TopicPartition, OffsetRow]:
@@ -519,7 +537,10 @@ def offsets_restore(client: AdminClient, args: argparse.Namespace) -> int:
     if args.as_of is not None:
         if args.data_dir is None:
             raise UsageError("--as-of needs --data-dir, the broker data directory whose history to read")
-        restored = _history_offsets(args.data_dir, args.as_of, args.group)
+        data_dir, as_of = args.data_dir, args.as_of
+        with Steps() as steps:
+            restored = steps.wait(f"reading the offset history in {data_dir}",
+                                  lambda: _history_offsets(data_dir, as_of, args.group))
         source = f"the history as of {format_time(args.as_of)}"
         if not restored:
             print(f"note: group {args.group!r} had no committed offsets as of {format_time(args.as_of)}",
@@ -528,6 +549,7 @@ def offsets_restore(client: AdminClient, args: argparse.Namespace) -> int:
         rows = read_offsets_file(args.from_file)
         restored = {(r.topic, r.partition): r for r in rows}
         source = str(args.from_file)
-    plan = _exact_plan(client, args.group, restored, source)
     action = "restore" + (f" as of {format_time(args.as_of)}" if args.as_of is not None else f" from {source}")
-    return _finish_plan(client, args, args.group, action, plan)
+    with Steps() as steps:
+        plan = _exact_plan(client, args.group, restored, source, steps)
+        return _finish_plan(client, args, args.group, action, plan, steps)

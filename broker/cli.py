@@ -10,17 +10,24 @@ import argparse
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import logs
 from broker.config import ConfigError, load_config
+
+if TYPE_CHECKING:
+    from broker.http import ExtensionFactory
 
 # The server (trio, storage) is imported only when `serve` runs: the other kcoord commands
 # build this parser too and start faster without it.
 
 
-def register(sub: Any) -> None:
-    """Add ``serve`` to a parser's subcommands."""
+def register(sub: Any, http_extension: ExtensionFactory | None = None) -> None:
+    """Add ``serve`` to a parser's subcommands.
+
+    ``http_extension`` adds to the HTTP surface (``kcoord`` adds the console); without it,
+    ``--http-listen`` serves /metrics and /healthz only.
+    """
     serve = sub.add_parser("serve", help="run the broker")
     serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any)")
     serve.add_argument("--data-dir", default="./data", type=Path, help="where the logs live")
@@ -32,9 +39,11 @@ def register(sub: Any) -> None:
                        help="kv: key=value lines (default); json: one JSON object per line")
     serve.add_argument("--request-log", action="store_true",
                        help="log one INFO line per request (peer, client, API, duration, reply size)")
-    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
-                       help="serve Prometheus metrics at /metrics and a health check at /healthz (port 0: any)")
-    serve.set_defaults(func=serve_command)
+    serve.add_argument("--http-listen", "--metrics-listen", dest="http_listen", metavar="HOST:PORT",
+                       help="serve HTTP on HOST:PORT (port 0: any): Prometheus metrics at /metrics, a health "
+                            "check at /healthz" + (", the console at /" if http_extension is not None else "")
+                            + "; --metrics-listen is the same option")
+    serve.set_defaults(func=serve_command, http_extension=http_extension)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,14 +82,15 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, args.sets)
         parse_listen(args.listen)
-        if args.metrics_listen is not None and not _is_host_port(args.metrics_listen):
-            raise ValueError(f"--metrics-listen {args.metrics_listen!r}: expected HOST:PORT")
+        if args.http_listen is not None and not _is_host_port(args.http_listen):
+            raise ValueError(f"--http-listen {args.http_listen!r}: expected HOST:PORT")
     except (ConfigError, ValueError) as exc:
         print(f"kcoord: configuration error: {exc}", file=sys.stderr)
         return 2
     try:
         with lock_data_dir(args.data_dir):
-            trio.run(partial(run_server, metrics_listen=args.metrics_listen, request_logging=args.request_log),
+            trio.run(partial(run_server, http_listen=args.http_listen, http_extension=args.http_extension,
+                             request_logging=args.request_log),
                      config, args.listen, args.data_dir)
     except (RuntimeError, CorruptLogError, PartitionCountError) as exc:
         print(f"kcoord: {exc}", file=sys.stderr)

@@ -151,6 +151,9 @@ SETTINGS: tuple[Setting, ...] = (
             "How long the cleaner keeps tombstones before dropping them.", _non_negative, ">= 0"),
     Setting("shutdown.grace.ms", int, 5000,
             "On SIGTERM/SIGINT, how long in-flight requests may take to finish.", _non_negative, ">= 0"),
+    Setting("metrics.group.lag.max.series", int, 1000,
+            "Most (group, topic) pairs in the lag metrics of /metrics; the pairs with the largest lag "
+            "are kept. 0: no lag metrics.", _non_negative, ">= 0"),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

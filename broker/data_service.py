@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 import trio
 
-from broker.metrics import Family, counter, gauge
+from broker.metrics import REQUEST_BUCKETS, Family, Histogram, counter, gauge
 from broker.producers import ProducerIds, ProducerStates
 from broker.slots import Slot
 from broker.topics import TopicCatalog
@@ -64,6 +65,10 @@ class DataService:
         self.produced_records = 0
         self.produced_bytes = 0
         self.fetched_bytes = 0
+        # Fetch time split as Kafka splits LocalTimeMs from RemoteTimeMs: serving (reading
+        # the log, every try of a long poll summed) and the long-poll wait itself.
+        self.fetch_serve_seconds = Histogram(REQUEST_BUCKETS)
+        self.fetch_wait_seconds = Histogram(REQUEST_BUCKETS)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -91,6 +96,12 @@ class DataService:
                     self.produced_bytes),
             counter("kcoord_fetched_bytes_total", "Record batch bytes returned by Fetch requests.",
                     self.fetched_bytes),
+            Family("kcoord_fetch_serve_duration_seconds", "histogram",
+                   "Time a Fetch spent reading the log (all tries of a long poll), the wait excluded."
+                   ).add_histogram(self.fetch_serve_seconds),
+            Family("kcoord_fetch_wait_duration_seconds", "histogram",
+                   "Time a long-polled Fetch waited for data (min.bytes) or for max.wait.ms."
+                   ).add_histogram(self.fetch_wait_seconds),
         ]
 
     def maintenance_jobs(self) -> list[Job]:
@@ -257,23 +268,32 @@ class DataService:
         if body.get("session_id", 0) != 0:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                     "session_id": 0, "responses": []}
+        started = perf_counter()
         reply, size, settled = self._fetch_once(body)
+        serving = perf_counter() - started
         if settled or size >= body.min_bytes or body.max_wait_ms <= 0 or self._nursery is None:
             self.fetched_bytes += size
+            self.fetch_serve_seconds.observe(serving)
             return reply
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
         deadline = trio.current_time() + body.max_wait_ms / 1000
-        self._nursery.start_soon(self._long_poll, body, slot, deadline)
+        self._nursery.start_soon(self._long_poll, body, slot, deadline, serving)
         return slot
 
-    async def _long_poll(self, body: Any, slot: Slot, deadline: float) -> None:
+    async def _long_poll(self, body: Any, slot: Slot, deadline: float, serving: float) -> None:
+        parked = perf_counter()
+        polled = 0.0  # time spent reading while parked, taken out of the wait
         while True:
             # Take the event before looking at the data: a produce that lands in between
             # sets this very event, so no wake-up is lost.
             arrived = self._arrived
+            started = perf_counter()
             reply, size, settled = self._fetch_once(body)
+            polled += perf_counter() - started
             if settled or size >= body.min_bytes or trio.current_time() >= deadline:
                 self.fetched_bytes += size
+                self.fetch_serve_seconds.observe(serving + polled)
+                self.fetch_wait_seconds.observe(max(0.0, perf_counter() - parked - polled))
                 slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id, reply))
                 return
             with trio.move_on_at(deadline):

@@ -12,9 +12,10 @@ Per-request counters are resolved once per API: ``ApiStats`` holds a list indexe
 version, so counting a request is one list-item increment with no label tuple built.
 
 Each service exposes its own collector (``metrics()``, returning ``Family`` objects about
-itself); the composition root lists them, and ``render`` writes what they return in the
-Prometheus text exposition format 0.0.4. This module knows no service. Both are sans-IO;
-``broker.metrics_http`` is the HTTP shell around them.
+itself); the composition root lists them. A ``Family`` is a ``prometheus_client`` metric
+family, so ``registry`` hands them to prometheus-client's own collector registry, which
+writes the exposition formats (with the standard ``process_*`` metrics beside them).
+This module knows no service and does no I/O; ``broker.http`` serves the registry.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ import functools
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector as PrometheusCollector
 
 #: Request latency: from 50 µs (a heartbeat) to 10 s (a long-polled Fetch, a JoinGroup
 #: parked for a rebalance).
@@ -89,86 +91,62 @@ class ApiStats:
         self.latency = Histogram(REQUEST_BUCKETS)
 
 
-# --- exposition ------------------------------------------------------------------------
-
-Labels = tuple[tuple[str, str], ...]
+# --- families ----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Family:
-    """One metric family: its HELP and TYPE lines and its samples."""
+class Family(Metric):
+    """One metric family, as prometheus-client models it, built the way the services count.
 
-    name: str
-    kind: str
-    help: str
-    samples: list[tuple[str, Labels, float]] = field(default_factory=list)  # suffix, labels, value
+    A counter is named with its ``_total`` (``kcoord_requests_total``), as the exposition
+    shows it; prometheus-client keeps the family name without it.
+    """
 
-    def __post_init__(self) -> None:
-        if not _METRIC_NAME.match(self.name):
-            raise ValueError(f"invalid metric name {self.name!r}")
-        if self.kind not in _KINDS:
-            raise ValueError(f"unknown metric type {self.kind!r}")
+    def __init__(self, name: str, kind: str, help: str) -> None:
+        if kind not in _KINDS:
+            raise ValueError(f"unknown metric type {kind!r}")
+        if not _METRIC_NAME.match(name):  # the classic names every scraper reads
+            raise ValueError(f"invalid metric name {name!r}")
+        self.sample_name = name
+        if kind == "counter":
+            name = name.removesuffix("_total")
+        super().__init__(name, help, kind)
+
+    @property
+    def help(self) -> str:
+        return str(self.documentation)
+
+    @property
+    def kind(self) -> str:
+        return str(self.type)
 
     def add(self, value: float, **labels: Any) -> Family:
-        self.samples.append(("", _labels(labels), value))
+        self.add_sample(self.sample_name, _labels(labels), value)
         return self
 
     def add_histogram(self, histogram: Histogram, **labels: Any) -> Family:
-        if self.kind != "histogram":
-            raise ValueError(f"{self.name} is a {self.kind}, not a histogram")
+        if self.type != "histogram":
+            raise ValueError(f"{self.name} is a {self.type}, not a histogram")
         base = _labels(labels)
         for bound, count in histogram.cumulative():
-            self.samples.append(("_bucket", (*base, ("le", format_value(bound))), count))
-        self.samples.append(("_sum", base, histogram.sum))
-        self.samples.append(("_count", base, histogram.count))
+            self.add_sample(self.name + "_bucket", {**base, "le": _bound(bound)}, count)
+        self.add_sample(self.name + "_sum", base, histogram.sum)
+        self.add_sample(self.name + "_count", base, histogram.count)
         return self
 
 
-def _labels(labels: dict[str, Any]) -> Labels:
+def _bound(bound: float) -> str:
+    """A bucket's ``le`` label: ``+Inf`` or the shortest repr of the float."""
+    return "+Inf" if math.isinf(bound) else repr(float(bound))
+
+
+def _labels(labels: dict[str, Any]) -> dict[str, str]:
     for name in labels:
         if not _LABEL_NAME.match(name) or name == "le" or name.startswith("__"):
             raise ValueError(f"invalid label name {name!r}")
-    return tuple((name, str(value)) for name, value in labels.items())
+    return {name: str(value) for name, value in labels.items()}
 
 
-def format_value(value: float) -> str:
-    """A sample value as Prometheus writes it: integers bare, ``+Inf``, ``-Inf``, ``NaN``."""
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 1e15:
-        return f"{value:.1f}"
-    return repr(value)
-
-
-def escape_label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def render(families: Iterable[Family]) -> str:
-    """The text exposition format 0.0.4: HELP, TYPE, then the samples, for every family."""
-    lines: list[str] = []
-    for family in families:
-        lines.append(f"# HELP {family.name} {escape_help(family.help)}")
-        lines.append(f"# TYPE {family.name} {family.kind}")
-        for suffix, labels, value in family.samples:
-            if labels:
-                inner = ",".join(f'{name}="{escape_label_value(text)}"' for name, text in labels)
-                lines.append(f"{family.name}{suffix}{{{inner}}} {format_value(value)}")
-            else:
-                lines.append(f"{family.name}{suffix} {format_value(value)}")
-    lines.append("")
-    return "\n".join(lines)
-
-
-# --- helpers for the services' collectors ------------------------------------------------
+# --- collectors and the registry -----------------------------------------------------------
 
 
 class Collector(Protocol):
@@ -182,6 +160,26 @@ def collect(collectors: Iterable[Collector]) -> list[Family]:
     for collector in collectors:
         families.extend(collector())
     return families
+
+
+class _Adapter(PrometheusCollector):
+    """prometheus-client's collector interface over kcoord's collectors."""
+
+    def __init__(self, families: Callable[[], Iterable[Family]]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self.families())
+
+
+def registry(families: Callable[[], Iterable[Family]], *, process: bool = True) -> CollectorRegistry:
+    """A prometheus-client registry of kcoord's families (read at every scrape) and, with
+    ``process``, the standard ``process_*`` metrics (CPU, memory, open files) of this process."""
+    found = CollectorRegistry(auto_describe=False)
+    found.register(_Adapter(families))
+    if process:
+        ProcessCollector(registry=found)
+    return found
 
 
 def counter(name: str, help: str, value: float | None = None) -> Family:

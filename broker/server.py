@@ -19,10 +19,12 @@ import fcntl
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -31,8 +33,7 @@ from broker.config import Config
 from broker.context import BrokerContext
 from broker.data_service import DataService
 from broker.group_service import GroupService
-from broker.metrics import Collector, Family, collect, counter, gauge, kcoord_version, render
-from broker.metrics_http import MetricsEndpoint
+from broker.metrics import Collector, Family, collect, counter, gauge, kcoord_version
 from broker.router import Close, Outcome, Router
 from broker.slots import Slot
 from broker.topics import TopicCatalog
@@ -40,6 +41,9 @@ from protocol.errors import ProtocolError
 from protocol.frames import FrameDecoder
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import lock_file
+
+if TYPE_CHECKING:
+    from broker.http import ExtensionFactory
 
 log = logging.getLogger("kcoord.server")
 
@@ -355,22 +359,28 @@ class Server:
         self.accept_scope.cancel()
 
 
-async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_listen: str | None = None,
-                     request_logging: bool = False) -> None:
-    """Serve until SIGINT or SIGTERM, then stop gracefully and return."""
+async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen: str | None = None,
+                     http_extension: ExtensionFactory | None = None, request_logging: bool = False) -> None:
+    """Serve until SIGINT or SIGTERM, then stop gracefully and return.
+
+    With ``http_listen``, the HTTP surface (``broker.http``: /metrics, /healthz and what
+    ``http_extension`` adds) is served on that address in the same trio run.
+    """
     host, port = parse_listen(listen)
     server = Server(config, host, port, data_dir)
     server.request_logging = request_logging
     listeners = await server.bind()
-    metrics: MetricsEndpoint | None = None
-    if metrics_listen is not None:
-        metrics = MetricsEndpoint(render=lambda: render(server.collect()),
-                                  healthy=lambda: server.serving and not server.draining)
+    http_socket = None
+    if http_listen is not None:
+        from broker import http
+
         try:
-            metrics_host, metrics_port = await metrics.bind(*parse_listen(metrics_listen))
+            http_socket = http.bind(*parse_listen(http_listen))
         except OSError as exc:
-            raise RuntimeError(f"cannot listen on {metrics_listen} for metrics: {exc.strerror or exc}") from None
-        log.info("kcoord metrics on %s:%d", metrics_host, metrics_port)
+            raise RuntimeError(f"cannot listen on {http_listen} for HTTP: {exc.strerror or exc}") from None
+        http_host, http_port = http_socket.getsockname()[:2]
+        log.info("kcoord http on %s:%d (/metrics, /healthz%s)", http_host, http_port,
+                 ", the console at /" if http_extension is not None else "")
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
     try:
         server.broker = Broker.open(config, data_dir)
@@ -385,9 +395,28 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_lis
                     server.shutdown()
                     return
 
+        async def serve_http(sock: socket.socket) -> None:
+            from broker import http
+            from broker.metrics import registry
+
+            # The Kafka listener is bound (not yet serving): the console may connect to it.
+            kafka_host, kafka_port = listeners[0].socket.getsockname()[:2]
+            if kafka_host in ("0.0.0.0", "::"):
+                kafka_host = "127.0.0.1" if kafka_host == "0.0.0.0" else "::1"
+            context = http.HttpContext(
+                bootstrap=f"[{kafka_host}]:{kafka_port}" if ":" in kafka_host else f"{kafka_host}:{kafka_port}",
+                http_host=str(sock.getsockname()[0]), data_dir=data_dir, config=config,
+                registry=registry(server.collect), healthy=lambda: server.serving and not server.draining,
+                offsets_committed=lambda: server.groups.offsets_committed if server.groups is not None else 0)
+            extension = http_extension(context) if http_extension is not None else http.HttpExtension(())
+            async with trio.open_nursery() as tasks:
+                if extension.background is not None:
+                    tasks.start_soon(extension.background)
+                await http.serve(http.build_app(context, extension.routes), sock)
+
         nursery.start_soon(watch_signals)
-        if metrics is not None:
-            nursery.start_soon(metrics.serve)
+        if http_socket is not None:
+            nursery.start_soon(serve_http, http_socket)
         try:
             await server.serve(listeners)
         except StorageFailure as exc:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 import admin.cli
 import broker.cli
 import pipeline.cli
+
+if TYPE_CHECKING:
+    from broker.http import HttpContext, HttpExtension
 
 
 def _version() -> str:
@@ -24,13 +28,20 @@ def _version() -> str:
         return "0+unknown"
 
 
+def console(context: HttpContext) -> HttpExtension:
+    """The web console on ``kcoord serve --http-listen`` (imported only when it starts)."""
+    from console.app import extension
+
+    return extension(context)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kcoord", description="A Kafka-compatible group coordinator broker."
     )
     parser.add_argument("--version", action="version", version=f"kcoord {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    broker.cli.register(sub)
+    broker.cli.register(sub, http_extension=console)
     admin.cli.register(sub)
     pipeline.cli.register(sub)
     return parser

@@ -373,7 +373,7 @@ def test_the_data_volume_is_declared_and_mounted(compose: dict[str, Any], stages
 
 def test_the_broker_ports_are_published_and_exposed(compose: dict[str, Any], stages: dict[str, Stage]) -> None:
     args = _serve_args(compose)
-    (_, port), (metrics_host, metrics_port) = parse_listen(args.listen), parse_listen(args.metrics_listen)
+    (_, port), (metrics_host, metrics_port) = parse_listen(args.listen), parse_listen(args.http_listen)
     assert metrics_host == "0.0.0.0"
     # published on the host's loopback unless KCOORD_PUBLISH_ADDRESS says otherwise
     assert compose["services"]["kcoord"]["ports"] == [

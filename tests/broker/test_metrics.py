@@ -9,19 +9,13 @@ from pathlib import Path
 
 import pytest
 import trio
+from prometheus_client import generate_latest
 
 from broker.config import Config
 from broker.context import BrokerContext
 from broker.coordinator.classic.state import ClassicGroupState as GroupState
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
-from broker.metrics import (
-    REQUEST_BUCKETS,
-    Family,
-    Histogram,
-    escape_label_value,
-    format_value,
-    render,
-)
+from broker.metrics import REQUEST_BUCKETS, Family, Histogram, registry
 from broker.router import Close, Router
 from broker.server import Server
 from broker.slots import Slot
@@ -32,44 +26,40 @@ from tests.support.prometheus import parse
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-# --- rendering ----------------------------------------------------------------------
+# --- families through prometheus-client ------------------------------------------------
+
+
+def _expose(*families: Family) -> str:
+    return generate_latest(registry(lambda: families, process=False)).decode()
 
 
 def test_counter_and_gauge_render_with_help_and_type() -> None:
-    text = render([
+    text = _expose(
         Family("kcoord_things_total", "counter", "Things seen.").add(3),
         Family("kcoord_level", "gauge", "A level.").add(1.5, side="left").add(-2, side="right"),
-    ])
+    )
     assert text == (
         "# HELP kcoord_things_total Things seen.\n"
         "# TYPE kcoord_things_total counter\n"
-        "kcoord_things_total 3\n"
+        "kcoord_things_total 3.0\n"
         "# HELP kcoord_level A level.\n"
         "# TYPE kcoord_level gauge\n"
         'kcoord_level{side="left"} 1.5\n'
-        'kcoord_level{side="right"} -2\n'
+        'kcoord_level{side="right"} -2.0\n'
     )
+    parsed = parse(text)
+    assert parsed.types == {"kcoord_things_total": "counter", "kcoord_level": "gauge"}
+    assert parsed.get("kcoord_things_total") == 3
 
 
-def test_label_values_are_escaped() -> None:
-    assert escape_label_value('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
-    text = render([Family("kcoord_x", "gauge", "x").add(1, client='say "hi"\\\nbye')])
-    assert 'kcoord_x{client="say \\"hi\\"\\\\\\nbye"} 1\n' in text
+def test_label_values_survive_the_round_trip() -> None:
+    text = _expose(Family("kcoord_x", "gauge", "x").add(1, client='say "hi"\\\nbye'))
     assert parse(text).get("kcoord_x", client='say "hi"\\\nbye') == 1
 
 
-def test_help_text_escapes_backslash_and_newline_only() -> None:
-    text = render([Family("kcoord_x", "gauge", 'line one\nback\\slash "quoted"').add(0)])
-    assert '# HELP kcoord_x line one\\nback\\\\slash "quoted"\n' in text
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [(0, "0"), (7, "7"), (1.0, "1.0"), (0.25, "0.25"), (5e-05, "5e-05"),
-     (math.inf, "+Inf"), (-math.inf, "-Inf"), (math.nan, "NaN")],
-)
-def test_sample_values(value: float, text: str) -> None:
-    assert format_value(value) == text
+def test_help_text_survives_the_round_trip() -> None:
+    text = _expose(Family("kcoord_x", "gauge", 'line one\nback\\slash "quoted"').add(0))
+    assert parse(text).helps["kcoord_x"] == 'line one\nback\\slash "quoted"'
 
 
 @pytest.mark.parametrize("name", ["", "1abc", "has-dash", "sp ace"])
@@ -93,14 +83,14 @@ def test_histogram_buckets_are_cumulative_and_end_with_inf() -> None:
         histogram.observe(value)
     # A value equal to a bound counts in that bound's bucket (le means <=).
     assert histogram.cumulative() == [(0.1, 2), (1.0, 4), (10.0, 5), (math.inf, 6)]
-    text = render([Family("kcoord_wait_seconds", "histogram", "Waits.").add_histogram(histogram, api="Fetch")])
+    text = _expose(Family("kcoord_wait_seconds", "histogram", "Waits.").add_histogram(histogram, api="Fetch"))
     assert text.splitlines()[2:] == [
-        'kcoord_wait_seconds_bucket{api="Fetch",le="0.1"} 2',
-        'kcoord_wait_seconds_bucket{api="Fetch",le="1.0"} 4',
-        'kcoord_wait_seconds_bucket{api="Fetch",le="10.0"} 5',
-        'kcoord_wait_seconds_bucket{api="Fetch",le="+Inf"} 6',
+        'kcoord_wait_seconds_bucket{api="Fetch",le="0.1"} 2.0',
+        'kcoord_wait_seconds_bucket{api="Fetch",le="1.0"} 4.0',
+        'kcoord_wait_seconds_bucket{api="Fetch",le="10.0"} 5.0',
+        'kcoord_wait_seconds_bucket{api="Fetch",le="+Inf"} 6.0',
         'kcoord_wait_seconds_sum{api="Fetch"} 103.65',
-        'kcoord_wait_seconds_count{api="Fetch"} 6',
+        'kcoord_wait_seconds_count{api="Fetch"} 6.0',
     ]
     parsed = parse(text)
     assert parsed.get("kcoord_wait_seconds_bucket", api="Fetch", le="+Inf") == \
@@ -108,9 +98,17 @@ def test_histogram_buckets_are_cumulative_and_end_with_inf() -> None:
 
 
 def test_empty_histogram_renders_zero_buckets() -> None:
-    lines = render([Family("kcoord_h", "histogram", "h").add_histogram(Histogram([1.0]))]).splitlines()
-    assert lines[2:] == ['kcoord_h_bucket{le="1.0"} 0', 'kcoord_h_bucket{le="+Inf"} 0',
-                         "kcoord_h_sum 0.0", "kcoord_h_count 0"]
+    parsed = parse(_expose(Family("kcoord_h", "histogram", "h").add_histogram(Histogram([1.0]))))
+    assert parsed.series("kcoord_h_bucket") == {(("le", "1.0"),): 0, (("le", "+Inf"),): 0}
+    assert parsed.get("kcoord_h_sum") == 0 and parsed.get("kcoord_h_count") == 0
+
+
+def test_the_registry_adds_the_process_metrics() -> None:
+    parsed = parse(generate_latest(registry(lambda: [])).decode())
+    for name in ("process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds",
+                 "process_start_time_seconds"):
+        assert name in parsed.types, name
+    assert parsed.get("process_open_fds") > 0
 
 
 @pytest.mark.parametrize("bounds", [[1.0, 1.0], [2.0, 1.0], [1.0, math.inf]])
@@ -188,7 +186,7 @@ def _scrape_real_server() -> str:
             server = Server(Config(), "127.0.0.1", 0, Path(data_dir))
             async with trio.open_nursery() as nursery:
                 await nursery.start(server.serve)
-                text = render(server.collect())
+                text = generate_latest(registry(server.collect)).decode()
                 server.shutdown()
             return text
 
@@ -207,6 +205,6 @@ def test_a_server_reports_every_group_state_and_its_subsystems() -> None:
 
 def test_monitoring_doc_lists_every_metric() -> None:
     exposition = parse(_scrape_real_server())
-    documented = set(re.findall(r"^\| `(kcoord_\w+)`", (DOCS / "monitoring.md").read_text(), re.M))
+    documented = set(re.findall(r"^\| `((?:kcoord|process)_\w+)`", (DOCS / "monitoring.md").read_text(), re.M))
     # Families without samples yet (no request seen) still have their HELP and TYPE lines.
     assert documented == set(exposition.types), set(exposition.types) ^ documented

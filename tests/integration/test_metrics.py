@@ -1,6 +1,7 @@
 """Metrics and logs of the real broker process under real clients.
 
-``--metrics-listen`` serves Prometheus text at /metrics and a health check at /healthz;
+``--metrics-listen`` (the older name of ``--http-listen``) serves Prometheus text at /metrics
+and a health check at /healthz;
 the figures move as the load moves. ``--log-format json`` writes one JSON object per
 line, and ``--request-log`` adds one line per request.
 """
@@ -13,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,8 @@ def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
         extra_args=["--metrics-listen", "127.0.0.1:0", "--log-format", "json", "--request-log"],
     ).start()
     try:
-        line = proc.wait_for_log(r"kcoord metrics on 127\.0\.0\.1:\d+")
-        match = re.search(r"kcoord metrics on (127\.0\.0\.1:\d+)", line)
+        line = proc.wait_for_log(r"kcoord http on 127\.0\.0\.1:\d+")
+        match = re.search(r"kcoord http on (127\.0\.0\.1:\d+)", line)
         assert match is not None
         yield proc, f"http://{match.group(1)}"
     finally:
@@ -144,6 +146,29 @@ def test_metrics_follow_a_consumer_group_and_a_producer(metered: tuple[BrokerPro
     grew("kcoord_received_bytes_total", 1000)
     grew("kcoord_sent_bytes_total", 1000)
     assert after.get("kcoord_offsets") >= 4  # raw-committer's 2 and metered-group's 2
+    # The consumer long-polled: its waits are apart from the time spent serving.
+    grew("kcoord_fetch_wait_duration_seconds_count", 1)
+    grew("kcoord_fetch_serve_duration_seconds_count", 1)
+    assert after.get("kcoord_fetch_serve_duration_seconds_count") >= \
+        after.get("kcoord_fetch_wait_duration_seconds_count")
+    assert after.get("kcoord_fetch_serve_duration_seconds_sum") < \
+        after.get("kcoord_fetch_wait_duration_seconds_sum")  # idle polls wait, they barely serve
+    # Lag per group and topic: the consumer read everything; raw-committer is ahead of the log.
+    assert after.get("kcoord_group_topic_lag", group="metered-group", topic="metered") == 0
+    assert after.get("kcoord_group_topic_offset_sum", group="metered-group", topic="metered") == 20
+    assert after.get("kcoord_group_topic_offset_sum", group="raw-committer", topic="metered") == 28
+    producer = KafkaProducer(bootstrap_servers=proc.bootstrap, acks="all")
+    try:
+        for i in range(3):
+            producer.send("metered", value=b"late-%d" % i, partition=0)
+        producer.flush(10)
+    finally:
+        producer.close(5)
+    lagging = scrape(base)
+    assert lagging.get("kcoord_group_topic_lag", group="metered-group", topic="metered") == 3
+    assert lagging.get("kcoord_group_topic_lag_series_omitted") == 0
+    for name in ("process_resident_memory_bytes", "process_open_fds", "process_cpu_seconds_total"):
+        assert lagging.get(name) > 0, name
     assert after.get("kcoord_topics") >= 1 and after.get("kcoord_partitions") >= 2
     assert after.get("kcoord_coordinator_log_segments") >= 1
     assert sum(after.series("kcoord_groups").values()) == 2
@@ -166,10 +191,19 @@ def test_bad_http_input_is_refused_and_kafka_clients_carry_on(metered: tuple[Bro
 
         assert http(b"\x16\x03\x01 not http at all\r\n\r\n").startswith(b"HTTP/1.1 400 ")
         assert http(b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"p" * 200_000 + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
-        assert http(b"DELETE /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405 ")
-        assert http(b"GET /admin HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 404 ")
-        assert http(b"GET /metr") == b""  # gave up half way: nothing to answer
+        assert http(b"DELETE /metrics HTTP/1.1\r\nHost: k\r\n\r\n").startswith(b"HTTP/1.1 405 ")
+        assert http(b"GET /admin HTTP/1.1\r\nHost: k\r\n\r\n").startswith(b"HTTP/1.1 404 ")
+        assert http(b"GET /metr").startswith(b"HTTP/1.1 400 ")  # gave up half way
         assert fetch(base + "/metrics", method="POST")[0] == 405
+
+        # Slowloris: a request head that never ends is dropped; meanwhile everything works.
+        with socket.create_connection((host, int(port)), timeout=15) as slow:
+            slow.sendall(b"GET /metrics HTTP/1.1\r\nX-A: 1\r\n")
+            assert _heartbeat(kafka) != 0
+            assert fetch(base + "/healthz")[::2] == (200, b"ok\n")
+            started = time.monotonic()
+            assert slow.recv(65536) == b""  # closed by the server, without a reply
+            assert time.monotonic() - started < 14
 
         assert _heartbeat(kafka) != 0  # the same Kafka connection is still served
     # A Kafka client sending a bad frame is counted and dropped; others are unaffected.
@@ -251,7 +285,7 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
 def test_bad_metrics_address_is_a_configuration_error(tmp_path: Path) -> None:
     result = _serve("--data-dir", str(tmp_path), "--metrics-listen", "nowhere")
     assert result.returncode == 2
-    assert "--metrics-listen 'nowhere': expected HOST:PORT" in result.stderr
+    assert "--http-listen 'nowhere': expected HOST:PORT" in result.stderr
 
 
 def test_metrics_address_in_use_stops_the_start(tmp_path: Path) -> None:
@@ -261,4 +295,4 @@ def test_metrics_address_in_use_stops_the_start(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         result = _serve("--data-dir", str(tmp_path), "--metrics-listen", f"127.0.0.1:{port}")
     assert result.returncode == 1
-    assert f"cannot listen on 127.0.0.1:{port} for metrics" in result.stderr
+    assert f"cannot listen on 127.0.0.1:{port} for HTTP" in result.stderr

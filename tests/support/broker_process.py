@@ -19,8 +19,12 @@ class BrokerProcess:
     """A broker child process; its stderr is collected line by line for assertions."""
 
     def __init__(self, data_dir: Path, sets: dict[str, object] | None = None,
-                 listen: str = "127.0.0.1:0", extra_args: list[str] | None = None) -> None:
+                 listen: str = "127.0.0.1:0", extra_args: list[str] | None = None,
+                 command: str = "broker") -> None:
         self.data_dir = data_dir
+        #: ``broker`` runs ``python -m broker serve`` (the broker alone); ``kcoord`` runs
+        #: ``kcoord serve``, whose HTTP surface adds the console.
+        self.command = command
         self.extra_args = list(extra_args or [])
         self.sets = dict(sets or {})
         self.listen = listen
@@ -36,7 +40,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
-        args = [sys.executable, "-m", "broker", "serve", "--listen", self.listen,
+        args = [sys.executable, "-m", self.command, "serve", "--listen", self.listen,
                 "--data-dir", str(self.data_dir)]
         args += self.extra_args
         for name, value in self.sets.items():

@@ -1,31 +1,26 @@
-"""A strict reader of the Prometheus text format 0.0.4, and a scraper, for tests."""
+"""The Prometheus text format read by prometheus-client's own parser, and a scraper, for tests."""
 
 from __future__ import annotations
 
-import math
-import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
-_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": ("",), "gauge": ("",)}
+from prometheus_client.parser import text_string_to_metric_families
+
+_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": ("_total",), "gauge": ("",)}
 
 Labels = tuple[tuple[str, str], ...]
 
 
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "\\": "\\", '"': '"'}[m.group(1)], text)
-
-
-def _value(text: str) -> float:
-    return {"+Inf": math.inf, "-Inf": -math.inf, "NaN": math.nan}.get(text) or float(text)
-
-
 @dataclass
 class Exposition:
-    """Samples keyed by (sample name, labels), and each family's type and help."""
+    """Samples keyed by (sample name, labels), and each family's type and help.
+
+    Families are keyed by the name the exposition shows in its TYPE line: a counter with
+    its ``_total`` (prometheus-client's parser keeps the family name without it).
+    """
 
     samples: dict[tuple[str, Labels], float] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
@@ -40,40 +35,22 @@ class Exposition:
 
 
 def parse(text: str) -> Exposition:
-    """Parse, asserting the rules: HELP then TYPE before a family's samples, known types,
-    sample names that belong to the declared family, no duplicate series."""
+    """Parse with prometheus-client's own text parser, asserting what it lets pass: each
+    family declared once with a known type, each sample inside its family, no duplicate series."""
     out = Exposition()
     assert text.endswith("\n"), "the exposition ends with a newline"
-    current: str | None = None
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            name, _, help_text = line[7:].partition(" ")
-            assert name not in out.helps, f"HELP for {name} twice"
-            out.helps[name] = help_text
-            current = None
-        elif line.startswith("# TYPE "):
-            name, _, kind = line[7:].partition(" ")
-            assert kind in _SUFFIXES, line
-            assert name in out.helps and name not in out.types, f"TYPE for {name} without HELP or twice"
-            out.types[name] = kind
-            current = name
-        else:
-            match = _SAMPLE.match(line)
-            assert match, f"not a sample line: {line!r}"
-            name, _, inner, value = match.groups()
-            assert current is not None and any(name == current + s for s in _SUFFIXES[out.types[current]]), \
-                f"{name} outside its family (current {current})"
-            labels: list[tuple[str, str]] = []
-            if inner:
-                pos = 0
-                while pos < len(inner):
-                    label = _LABEL.match(inner, pos)
-                    assert label, f"bad labels in {line!r}"
-                    labels.append((label.group(1), _unescape(label.group(2))))
-                    pos = label.end()
-            key = (name, tuple(sorted(labels)))
-            assert key not in out.samples, f"duplicate series {line!r}"
-            out.samples[key] = _value(value)
+    for family in text_string_to_metric_families(text):
+        name = family.name + "_total" if family.type == "counter" else family.name
+        assert family.type in _SUFFIXES, (name, family.type)
+        assert name not in out.types, f"family {name} declared twice"
+        out.types[name] = family.type
+        out.helps[name] = family.documentation
+        for sample in family.samples:
+            assert any(sample.name == family.name + s for s in _SUFFIXES[family.type]), \
+                f"{sample.name} outside its family {name}"
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            assert key not in out.samples, f"duplicate series {key}"
+            out.samples[key] = sample.value
     return out
 
 
@@ -81,13 +58,18 @@ def fetch(url: str, method: str = "GET", timeout: float = 10.0) -> tuple[int, di
     request = urllib.request.Request(url, method=method)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), response.read()
+            return response.status, _lower(response.headers.items()), response.read()
     except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
+        return error.code, _lower(error.headers.items()), error.read()
+
+
+def _lower(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Header names in lower case (HTTP/1.1 treats them case-insensitively)."""
+    return {name.lower(): value for name, value in headers}
 
 
 def scrape(base: str) -> Exposition:
     status, headers, body = fetch(base + "/metrics")
     assert status == 200, (status, body)
-    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert headers["content-type"].startswith("text/plain; version="), headers
     return parse(body.decode())
