@@ -25,10 +25,10 @@ run: $(VENV)/.installed
 	$(BIN)/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check broker protocol storage pipeline admin kcoord tests bench deploy
+	$(BIN)/ruff check broker protocol storage security pipeline admin kcoord tests bench deploy
 
 typecheck: $(VENV)/.installed-dev
-	$(BIN)/mypy protocol broker storage pipeline admin kcoord
+	$(BIN)/mypy protocol broker storage security pipeline admin kcoord
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests; rc=$$?; \
