@@ -44,6 +44,7 @@ _SASL_APIS: dict[int, Message] = {
 }
 _API_VERSIONS_MAX = REQUESTS[ApiKey.API_VERSIONS].max_version
 _SIZE = struct.Struct(">i")
+_UNKNOWN_IDS = frozenset({"node_id", "port", "generation_id", "producer_id", "producer_epoch"})
 
 
 class Mechanism(Protocol):
@@ -104,7 +105,8 @@ ROUTE = Step(route=True)
 
 
 def error_reply(frame: bytes, error: ErrorCode) -> bytes | None:
-    """A reply to any request carrying ``error`` at its top level where the response has one.
+    """A reply to any request carrying ``error`` at its top level, or None when its response
+    has no top-level error (Metadata, Produce): then the connection just closes.
 
     Used when a request arrives in the wrong SASL state: the connection closes right after,
     so a body of defaults with the error is enough to tell the client why.
@@ -117,8 +119,11 @@ def error_reply(frame: bytes, error: ErrorCode) -> bytes | None:
     if message is None or not message.has_version(version):
         return None
     body = message.default(version)
-    if "error_code" in body:
-        body["error_code"] = int(error)
+    if "error_code" not in body:
+        return None
+    body["error_code"] = int(error)
+    for unknown in _UNKNOWN_IDS.intersection(body):  # "no node", "no generation", as Kafka's error replies
+        body[unknown] = -1
     try:
         return encode_response(api_key, version, correlation_id, body)
     except ProtocolError:

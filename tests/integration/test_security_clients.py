@@ -226,7 +226,8 @@ def test_kafkajs_produces_consumes_and_commits(secure: tuple[BrokerProcess, Cert
                            "username": ALICE, "password": ALICE_PASSWORD}
     # run_script points kafkajs at broker.bootstrap: give it this listener's address.
     view = BrokerProcess(broker.data_dir)
-    view.host, view.port = broker.listeners[protocol]
+    host, _, port = broker.address(protocol).rpartition(":")
+    view.host, view.port = host, int(port)
     view.lines = broker.lines
     result = run_script(node, "secure.js", view, timeout=60, **options)
     assert result["produced"] == COUNT and len(result["consumed"]) == COUNT

@@ -8,13 +8,17 @@ kafka-storage's ``--add-scram`` syntax.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import trustme
+from scramp import ScramClient
 
+from protocol.api_keys import ApiKey
 from tests.support.broker_process import BrokerProcess
+from tests.support.wire import WireClient
 
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 ALICE, ALICE_PASSWORD = "alice", "alice-secret"
@@ -94,3 +98,38 @@ def start_secure_broker(tmp_path: Path, **kwargs: Any) -> tuple[BrokerProcess, C
 def pin_ports(broker: BrokerProcess) -> None:
     """Keep the ports the listeners got, so a restart binds the same ones."""
     broker.sets["listeners"] = ",".join(f"{name}://{host}:{port}" for name, (host, port) in broker.listeners.items())
+
+
+def client_tls(certs: Certificates, with_cert: bool = False) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    if with_cert:
+        context.load_cert_chain(str(certs.client_cert), str(certs.client_key))
+    return context
+
+
+def sasl_handshake(client: WireClient, mechanism: str, version: int = 1) -> Any:
+    return client.request(ApiKey.SASL_HANDSHAKE, version, {"mechanism": mechanism})
+
+
+def sasl_authenticate(client: WireClient, token: bytes, version: int = 2) -> Any:
+    return client.request(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": token})
+
+
+def login_plain(client: WireClient, user: str, password: str) -> Any:
+    """SaslHandshake v1 + one SaslAuthenticate; the SaslAuthenticate reply."""
+    assert sasl_handshake(client, "PLAIN").error_code == 0
+    return sasl_authenticate(client, f"\0{user}\0{password}".encode())
+
+
+def login_scram(client: WireClient, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> Any:
+    """The SCRAM exchange; the last SaslAuthenticate reply (an error stops it early)."""
+    assert sasl_handshake(client, mechanism).error_code == 0
+    scram = ScramClient([mechanism], user, password)
+    first = sasl_authenticate(client, scram.get_client_first().encode())
+    if first.error_code:
+        return first
+    scram.set_server_first(bytes(first.auth_bytes).decode())
+    final = sasl_authenticate(client, scram.get_client_final().encode())
+    if final.error_code == 0:
+        scram.set_server_final(bytes(final.auth_bytes).decode())
+    return final
