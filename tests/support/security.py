@@ -97,7 +97,8 @@ def start_secure_broker(tmp_path: Path, **kwargs: Any) -> tuple[BrokerProcess, C
 
 def pin_ports(broker: BrokerProcess) -> None:
     """Keep the ports the listeners got, so a restart binds the same ones."""
-    broker.sets["listeners"] = ",".join(f"{name}://{host}:{port}" for name, (host, port) in broker.listeners.items())
+    names = [item.split("://")[0] for item in str(broker.sets["listeners"]).split(",")]
+    broker.sets["listeners"] = ",".join(f"{name}://{broker.address(name)}" for name in names)
 
 
 def client_tls(certs: Certificates, with_cert: bool = False) -> ssl.SSLContext:
