@@ -73,7 +73,8 @@ SETTINGS: tuple[Setting, ...] = (
             "A PEM file of the CA certificates client certificates are checked against."),
     Setting("ssl.truststore.certificates", str, "", "The trusted CA certificates as PEM text."),
     Setting("ssl.client.auth", str, "none",
-            "Mutual TLS on SSL listeners: 'required' refuses clients without a trusted certificate, "
+            "Mutual TLS on SSL listeners (not SASL_SSL ones, as KIP-684): 'required' refuses clients without a "
+            "trusted certificate, "
             "'requested' asks for one, 'none' does not. The principal is the certificate's subject "
             "through ssl.principal.mapping.rules.", _one_of("none", "requested", "required"),
             "one of none, requested, required"),

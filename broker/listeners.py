@@ -102,8 +102,12 @@ def _pem_file(text: str) -> str:
     return path
 
 
-def server_ssl_context(config: Any) -> ssl.SSLContext:
-    """The TLS context of the SSL and SASL_SSL listeners (TLS 1.2 and 1.3 only)."""
+def server_ssl_context(config: Any, client_auth: bool = True) -> ssl.SSLContext:
+    """The TLS context of the SSL (``client_auth``) or SASL_SSL listeners (TLS 1.2 and 1.3 only).
+
+    As in Kafka since KIP-684, ``ssl.client.auth`` applies to SSL listeners: a SASL_SSL
+    client proves who it is with SASL, not with a certificate.
+    """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     protocols = [p.strip() for p in config["ssl.enabled.protocols"].split(",")]
     context.minimum_version = ssl.TLSVersion.TLSv1_2 if "TLSv1.2" in protocols else ssl.TLSVersion.TLSv1_3
@@ -127,12 +131,12 @@ def server_ssl_context(config: Any) -> ssl.SSLContext:
             context.load_verify_locations(cafile=trust_file)
         elif trust_text:
             context.load_verify_locations(cadata=trust_text)
-        client_auth = config["ssl.client.auth"]
-        if client_auth != "none":
+        client_auth_mode = config["ssl.client.auth"] if client_auth else "none"
+        if client_auth_mode != "none":
             if not (trust_file or trust_text):
-                raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.truststore.location or "
+                raise ConfigError(f"ssl.client.auth={client_auth_mode} needs ssl.truststore.location or "
                                   "ssl.truststore.certificates")
-            context.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
+            context.verify_mode = ssl.CERT_REQUIRED if client_auth_mode == "required" else ssl.CERT_OPTIONAL
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"TLS settings: {exc}") from None
     finally:

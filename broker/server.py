@@ -317,7 +317,8 @@ class Server:
         #: before anything binds, so a bad setting is a ConfigError.
         self.specs = parse_listeners(config, (host, port))
         self.listeners: list[Listener] = []
-        self.tls_context = server_ssl_context(config) if any(s.tls for s in self.specs) else None
+        self.tls_contexts = {protocol: server_ssl_context(config, client_auth=protocol == "SSL")
+                             for protocol in {s.protocol for s in self.specs if s.tls}}
         self.mapping_rules = parse_mapping_rules(config["ssl.principal.mapping.rules"])
         self.per_ip: dict[str, int] = {}
         self.max_per_ip = config["max.connections.per.ip"]
@@ -384,7 +385,7 @@ class Server:
         if not self.listeners:
             for spec in self.specs:
                 sockets = await trio.open_tcp_listeners(spec.port, host=spec.host or None)
-                self.listeners.append(Listener(spec, sockets, tls=self.tls_context if spec.tls else None))
+                self.listeners.append(Listener(spec, sockets, tls=self.tls_contexts.get(spec.protocol)))
         return [s for listener in self.listeners for s in listener.sockets]
 
     async def serve(

@@ -328,3 +328,14 @@ def test_nothing_listens_where_it_should_not(secure: tuple[BrokerProcess, Certif
         assert client.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
         # ... and nothing else.
         assert serves_nothing(client)
+
+
+def test_metadata_advertises_the_listener_the_client_connected_to(secure: tuple[BrokerProcess, Certificates]) -> None:
+    broker, certs = secure
+    for listener, tls in (("SASL_PLAINTEXT", None), ("SASL_SSL", client_tls(certs))):
+        with connect(broker, listener, tls) as client:
+            assert login_plain(client, ALICE, ALICE_PASSWORD).error_code == 0
+            brokers = client.request(ApiKey.METADATA, 1, {"topics": []}).brokers
+            coordinator = client.request(ApiKey.FIND_COORDINATOR, 1, {"key": "g", "key_type": 0})
+        assert [f"{b.host}:{b.port}" for b in brokers] == [broker.address(listener)]
+        assert f"{coordinator.host}:{coordinator.port}" == broker.address(listener)
