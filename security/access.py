@@ -845,3 +845,13 @@ RULES: dict[int, Rule] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
 }
+
+
+def reference_markdown() -> str:
+    """The table of docs/security.md: each API and what it needs (kept in step by a test)."""
+    lines = ["| API | key | needs |", "|---|---|---|"]
+    for key in sorted(RULES):
+        rule = RULES[key]
+        needs = "; ".join(str(n) for n in rule.needs) if rule.check is not None else "nothing (served to everyone)"
+        lines.append(f"| {ApiKey(key).name.title().replace('_', '')} | {int(key)} | {needs} |")
+    return "\n".join(lines) + "\n"

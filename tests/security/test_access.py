@@ -321,3 +321,10 @@ def test_every_refusal_is_a_reply_of_kafkas_schema(key: int) -> None:
 
 def test_every_api_kcoord_declares_has_a_rule() -> None:
     assert not [ApiKey(k).name for k in REQUESTS if k not in RULES]
+
+
+def test_the_security_doc_lists_what_every_api_needs() -> None:
+    from security.access import reference_markdown
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    assert reference_markdown() in doc, "docs/security.md is stale: paste security.access.reference_markdown()"
