@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from bench import loadgen, startup
+from bench import loadgen, security_bench, startup
 from bench.brokers import REPO, Broker, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
@@ -265,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args.seconds, args.rounds, args.members, with_tansu, args.processes)
     bench.run()
     extra = startup.run(args.startup_records) if args.startup_records else []
+    extra += ["", *security_bench.run(args.seconds)]
     write_report(bench, extra, args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
