@@ -25,7 +25,6 @@ from protocol.errors import ErrorCode
 from security import management
 from security.acl import AclOperation, ResourceType
 from security.authorizer import Authorizer
-from security.records import Record
 from security.scram import ScramCredential
 from security.state import SecurityState
 from storage.fs import REAL_FS, FileSystem
@@ -169,14 +168,6 @@ class SecurityService:
 
     def alter_user_scram_credentials(self, request: Request, principal: str) -> Slot | dict[str, Any] | None:
         return self._write(request, management.alter_user_scram_credentials(self.state, request.body, principal))
-
-    def apply_records(self, records: list[Record]) -> None:
-        """For tests and tools: write records as the admin APIs do (fsynced by the flusher)."""
-        self.log.append(records, self.clock_ms())
-        self.state.apply(records)
-        self._refresh_authorizer()
-        self._journal.mark(self.log)
-        self.commit.appended()
 
     # ---------------------------------------------------------------- lifecycle
 

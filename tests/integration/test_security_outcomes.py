@@ -45,7 +45,7 @@ from tests.support.wire import WireClient
 pytestmark = pytest.mark.integration
 
 E = ErrorCode
-METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False}
+FAIL_DELAY_MS = 300
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,8 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPro
     tmp = tmp_path_factory.mktemp("outcomes")
     certs = make_certificates(tmp / "certs")
     settings = secure_settings(certs, users_file(tmp), **{"ssl.client.auth": "required",
-                                                         "connections.max.reauth.ms": 1500})
+                                                         "connections.max.reauth.ms": 1500,
+                                                         "connection.failed.authentication.delay.ms": FAIL_DELAY_MS})
     broker = BrokerProcess(tmp / "data", settings, extra_args=["--metrics-listen", "127.0.0.1:0"]).start()
     try:
         yield broker, certs
@@ -84,8 +85,11 @@ def still_serving(broker: BrokerProcess) -> None:
 def test_wrong_password_fails_and_closes(secure: tuple[BrokerProcess, Certificates]) -> None:
     broker, _ = secure
     with connect(broker, "SASL_PLAINTEXT") as client:
+        started = time.monotonic()
         reply = login_plain(client, ALICE, "not-the-password")
+        assert time.monotonic() - started >= FAIL_DELAY_MS / 1000  # a failed login costs the caller time
         assert reply.error_code == E.SASL_AUTHENTICATION_FAILED
+        assert "not-the-password" not in (reply.error_message or "")
         assert serves_nothing(client)
     with connect(broker, "SASL_PLAINTEXT") as client:
         reply = login_scram(client, ALICE, "not-the-password")
