@@ -432,6 +432,49 @@ CASES: dict[int, Case] = {
         grants=[(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
         request=lambda v, cell: body(ApiKey.DESCRIBE_CLUSTER, v, include_cluster_authorized_operations=True),
         refused=_cluster_ops(False), allowed=_cluster_ops(True)),
+    # APIs other work adds to the broker: each case runs from the moment its API is served.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Case(
+        grants=[(R.GROUP, "g-68", Op.READ), (R.TOPIC, "t-68", Op.DESCRIBE)],
+        setup=lambda w: w.create_topic("t-68"),
+        request=lambda v, cell: body(ApiKey.CONSUMER_GROUP_HEARTBEAT, v, group_id="g-68",
+                                     member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=10000,
+                                     subscribed_topic_names=["t-68"], topic_partitions=[]),
+        refused=_only(E.GROUP_AUTHORIZATION_FAILED), unchanged=_group_unchanged("g-68")),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Case(
+        grants=[(R.GROUP, "g-69", Op.DESCRIBE)],
+        request=lambda v, cell: body(ApiKey.CONSUMER_GROUP_DESCRIBE, v, group_ids=["g-69"],
+                                     include_authorized_operations=True),
+        refused=lambda reply, w: (_only(E.GROUP_AUTHORIZATION_FAILED)(reply, w),
+                                  _assert_equal(list(reply.groups[0].members), []))),
+    ApiKey.DESCRIBE_CONFIGS: Case(
+        grants=[(R.TOPIC, "t-32", Op.DESCRIBE_CONFIGS)],
+        setup=lambda w: w.create_topic("t-32"),
+        request=lambda v, cell: body(ApiKey.DESCRIBE_CONFIGS, v, resources=[
+            item(ApiKey.DESCRIBE_CONFIGS, v, ("resources",), resource_type=2, resource_name="t-32",
+                 configuration_keys=None)]),
+        refused=lambda reply, w: (_only(E.TOPIC_AUTHORIZATION_FAILED)(reply, w),
+                                  _assert_equal(list(reply.results[0].configs), []))),
+    ApiKey.ALTER_CONFIGS: Case(
+        grants=[(R.TOPIC, "t-33", Op.ALTER_CONFIGS)],
+        setup=lambda w: w.create_topic("t-33"),
+        request=lambda v, cell: body(ApiKey.ALTER_CONFIGS, v, validate_only=False, resources=[
+            item(ApiKey.ALTER_CONFIGS, v, ("resources",), resource_type=2, resource_name="t-33",
+                 configs=[{"name": "retention.ms", "value": "1000"}])]),
+        refused=_only(E.TOPIC_AUTHORIZATION_FAILED)),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Case(
+        grants=[(R.TOPIC, "t-44", Op.ALTER_CONFIGS)],
+        setup=lambda w: w.create_topic("t-44"),
+        request=lambda v, cell: body(ApiKey.INCREMENTAL_ALTER_CONFIGS, v, validate_only=False, resources=[
+            item(ApiKey.INCREMENTAL_ALTER_CONFIGS, v, ("resources",), resource_type=2, resource_name="t-44",
+                 configs=[{"name": "retention.ms", "config_operation": 0, "value": "1000"}])]),
+        refused=_only(E.TOPIC_AUTHORIZATION_FAILED)),
+    ApiKey.DELETE_RECORDS: Case(
+        grants=[(R.TOPIC, "t-21", Op.DELETE)],
+        setup=lambda w: (w.create_topic("t-21"), w.produce("t-21", 3)),
+        request=lambda v, cell: body(ApiKey.DELETE_RECORDS, v, timeout_ms=5000, topics=[
+            {"name": "t-21", "partitions": [{"partition_index": 0, "offset": 2}]}]),
+        refused=_only(E.TOPIC_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(w.admin.list_offsets({("t-21", 0): -2})[("t-21", 0)], 0)),
     # Served to everyone: the SASL exchange's own state rules apply (test_security_outcomes).
     ApiKey.API_VERSIONS: Case(grants=[], request=lambda v, cell: body(ApiKey.API_VERSIONS, v,
                                                                         client_software_name="matrix",
