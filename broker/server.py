@@ -1,5 +1,11 @@
 """The trio shell: listen, read frames, route them, write replies in request order.
 
+Each named listener (``broker.listeners``) has its own sockets and router (so Metadata
+answers with that listener's address); SSL and SASL_SSL connections first complete a TLS
+handshake (trio's SSLStream), and on SASL listeners every frame passes the connection's
+``security.authenticator`` until it has logged in. ``max.connections.per.ip`` is enforced
+at accept.
+
 One task reads each connection and one writes it. The reader hands every frame to the
 router and queues the outcome; the writer sends outcomes in the order the requests came,
 so pipelining clients get their replies in order. A bad frame closes only its own
