@@ -287,6 +287,10 @@ def test_credentials_and_acls_survive_kill_9_and_no_password_is_stored_or_logged
     finally:
         broker.stop()
     assert SECRET not in output
+    log = broker.log()
+    assert "logger=kcoord.audit SCRAM credential set by User:admin: user=carol mechanism=SCRAM-SHA-512" in log
+    assert "logger=kcoord.audit ACL added by User:admin: (principal=User:carol, host=*, operation=READ, " \
+           "permission=DENY) on TOPIC:LITERAL:ledger-secret" in log
     assert SECRET not in broker.log() and ALICE_PASSWORD not in broker.log() and ADMIN_PASSWORD not in broker.log()
     secret = SECRET.encode()
     for path in (tmp_path / "data").rglob("*"):
