@@ -64,6 +64,7 @@ COPY pyproject.toml README.md /opt/kcoord/src/
 COPY protocol /opt/kcoord/src/protocol
 COPY storage /opt/kcoord/src/storage
 COPY broker /opt/kcoord/src/broker
+COPY security /opt/kcoord/src/security
 COPY admin /opt/kcoord/src/admin
 COPY pipeline /opt/kcoord/src/pipeline
 COPY kcoord /opt/kcoord/src/kcoord
@@ -101,13 +102,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 10001 kcoord \
  && useradd --system --uid 10001 --gid kcoord --create-home --home-dir /home/kcoord \
         --shell /usr/sbin/nologin kcoord \
- && mkdir -p /var/lib/kcoord \
- && chown kcoord:kcoord /var/lib/kcoord
+ && mkdir -p /var/lib/kcoord /etc/kcoord/security \
+ && chown kcoord:kcoord /var/lib/kcoord /etc/kcoord/security
 COPY deploy/healthcheck.py /opt/kcoord/healthcheck.py
 
 FROM runtime AS demo
 COPY --from=venv-demo /opt/kcoord/venv /opt/kcoord/venv
 COPY deploy/demo/ /opt/kcoord/demo/
+COPY deploy/security/ /opt/kcoord/security/
 USER kcoord
 CMD ["python", "/opt/kcoord/demo/producer.py"]
 

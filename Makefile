@@ -27,10 +27,10 @@ run: $(VENV)/.installed
 	$(BIN)/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check broker protocol storage pipeline admin kcoord console tests bench deploy
+	$(BIN)/ruff check broker protocol storage pipeline security admin kcoord console tests bench deploy
 
 typecheck: $(VENV)/.installed-dev
-	$(BIN)/mypy protocol broker storage pipeline admin kcoord console
+	$(BIN)/mypy protocol broker storage pipeline security admin kcoord console
 
 # The compose topology (tests/integration/test_topology.py) runs here too when containers can
 # run on this machine; compose-tools installs podman for it where it can, and the test says

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from admin import security_cli
 from admin.client import (
     LATEST_TIMESTAMP,
     AdminClient,
@@ -67,6 +68,7 @@ from admin.render import (
     table,
     to_json,
 )
+from admin.security import client_security
 from protocol.errors import ErrorCode
 
 Command = Callable[[AdminClient, argparse.Namespace], int]
@@ -144,6 +146,9 @@ def register(sub: Any) -> None:
                       help="table (for people, the default) or json (stable keys, for programs)")
     conn.add_argument("--timeout", type=_typed(_seconds), default=10.0, metavar="SECONDS",
                       help="connect/request timeout and retry budget (default 10)")
+    conn.add_argument("--command-config", type=Path, metavar="FILE",
+                      help="client security settings with Kafka client property names (security.protocol, "
+                           "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...); docs/security.md")
 
     groups = sub.add_parser("groups", help="list, describe and delete consumer groups",
                             description="Consumer groups on any Kafka-compatible broker.")
@@ -230,6 +235,8 @@ def register(sub: Any) -> None:
     _run_mode_arguments(p)
     p.set_defaults(func=_command(offsets_restore))
 
+    security_cli.register(sub, common, EXIT_CODES, _Formatter)
+
 
 def _scope_arguments(p: argparse.ArgumentParser, required: bool, all_topics: bool = True) -> None:
     scope = p.add_argument_group("partitions")
@@ -254,7 +261,7 @@ def _command(run: Command) -> Callable[[argparse.Namespace], int]:
 
     def func(args: argparse.Namespace) -> int:
         try:
-            with AdminClient(args.bootstrap_server, args.timeout) as client:
+            with AdminClient(args.bootstrap_server, args.timeout, security=client_security(args)) as client:
                 return run(client, args)
         except AdminError as exc:
             print(f"kcoord: {exc.message}", file=sys.stderr)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from admin.errors import BrokerError, GroupStateError, UnreachableError, UsageError, error_name
+from admin.security import ClientSecurity, authenticate, wrap
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import REQUESTS
@@ -78,18 +79,22 @@ def _reason(exc: OSError) -> str:
 class Connection:
     """One socket to one broker, one request in flight, versions negotiated on connect."""
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float, security: ClientSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
         self.correlation_id = 0
+        security = security or ClientSecurity()
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock = wrap(sock, host, security)
         except OSError as exc:
             raise UnreachableError(f"cannot reach {self.address}: {_reason(exc)}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.versions: dict[int, tuple[int, int]] = {}
         self._negotiate()
+        if security.sasl:
+            authenticate(security, lambda key, version, body: self.request(key, body, version)[1], self.address)
 
     @property
     def address(self) -> str:
@@ -238,8 +243,10 @@ class GroupDescription:
 class AdminClient:
     """Group and offset administration against a cluster, in plain blocking calls."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0, retry_backoff: float = 0.1) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, retry_backoff: float = 0.1,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security
         self.timeout = timeout
         self.retry_backoff = retry_backoff
         self._connections: dict[tuple[str, int], Connection] = {}
@@ -261,7 +268,7 @@ class AdminClient:
     def _connect(self, host: str, port: int) -> Connection:
         conn = self._connections.get((host, port))
         if conn is None:
-            conn = Connection(host, port, self.timeout)
+            conn = Connection(host, port, self.timeout, self.security)
             self._connections[(host, port)] = conn
         return conn
 

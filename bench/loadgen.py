@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,16 @@ class Result:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def read_frame(stream: trio.SocketStream, buffer: bytearray) -> bytes:
+#: Opens a connection to a broker: plain TCP by default; bench.security_bench passes one
+#: that adds TLS and a SASL login.
+Opener = Callable[[tuple[str, int]], Awaitable[trio.abc.Stream]]
+
+
+async def open_plain(address: tuple[str, int]) -> trio.abc.Stream:
+    return await trio.open_tcp_stream(*address)
+
+
+async def read_frame(stream: trio.abc.Stream, buffer: bytearray) -> bytes:
     while True:
         if len(buffer) >= 4:
             size = _SIZE.unpack_from(buffer)[0]
@@ -60,14 +69,14 @@ async def read_frame(stream: trio.SocketStream, buffer: bytearray) -> bytes:
 class Connection:
     """One connection with its own receive buffer; request/response or pipelined."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self.buffer = bytearray()
         self.correlation_id = 0
 
     @classmethod
-    async def open(cls, address: tuple[str, int]) -> Connection:
-        return cls(await trio.open_tcp_stream(*address))
+    async def open(cls, address: tuple[str, int], opener: Opener = open_plain) -> Connection:
+        return cls(await opener(address))
 
     async def request(self, api_key: int, version: int, body: Any) -> Any:
         self.correlation_id += 1
@@ -116,10 +125,11 @@ def fetch_offsets_factory(group: str, topic: str, partitions: int, version: int 
 
 
 async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes], seconds: float,
-                    depth: int, error_check: Callable[[bytes], bool] | None = None) -> Result:
+                    depth: int, error_check: Callable[[bytes], bool] | None = None,
+                    opener: Opener = open_plain) -> Result:
     """Keep ``depth`` requests in flight on one connection for ``seconds``."""
     result = Result()
-    stream = await trio.open_tcp_stream(*address)
+    stream = await opener(address)
     sent: dict[int, float] = {}
     window = trio.Semaphore(depth)
     done = trio.Event()
@@ -156,11 +166,11 @@ async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes]
 
 
 async def run_connections(address: tuple[str, int], factories: Sequence[Callable[[int], bytes]],
-                          seconds: float, depth: int) -> Result:
+                          seconds: float, depth: int, opener: Opener = open_plain) -> Result:
     total = Result()
 
     async def one(factory: Callable[[int], bytes]) -> None:
-        total.merge(await pipelined(address, factory, seconds, depth))
+        total.merge(await pipelined(address, factory, seconds, depth, opener=opener))
 
     begin = time.perf_counter()
     async with trio.open_nursery() as nursery:
@@ -360,11 +370,11 @@ def produce_factory(topic: str, partition: int, records: int, record_bytes: int,
 
 
 async def fetch_everything(address: tuple[str, int], topic: str, partitions: int,
-                           max_bytes: int = 8 << 20) -> tuple[int, int, float]:
+                           max_bytes: int = 8 << 20, opener: Opener = open_plain) -> tuple[int, int, float]:
     """Read every partition from offset 0 to its end: (bytes, records, seconds)."""
     from protocol.records import scan_batches
 
-    conn = await Connection.open(address)
+    conn = await Connection.open(address, opener)
     offsets = dict.fromkeys(range(partitions), 0)
     ends: dict[int, int] = {}
     total_bytes = total_records = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -19,11 +20,13 @@ from broker.config import Config
 from broker.context import BrokerContext
 from broker.data_service import DataService
 from broker.group_service import GroupService
+from broker.handlers import cluster
 from broker.handlers import groups as group_handlers
 from broker.handlers import topics as topic_handlers
 from broker.lag import LagCollector
 from broker.metrics import Collector
-from broker.router import Router
+from broker.router import Authorization, Router
+from broker.security_service import SecurityService
 from broker.topics import TopicCatalog
 from protocol.api_keys import ApiKey
 from storage.fs import REAL_FS, FileSystem
@@ -40,6 +43,7 @@ class Broker:
     catalog: TopicCatalog
     data: DataService
     maintenance: Maintenance
+    security: SecurityService
 
     @classmethod
     def open(cls, config: Config, data_dir: Path, fs: FileSystem = REAL_FS) -> Broker:
@@ -52,13 +56,36 @@ class Broker:
                            retention_check_ms=config["log.retention.check.interval.ms"],
                            cleaner=groups.cleaner)
         maintenance = Maintenance(groups.maintenance_jobs() + data.maintenance_jobs())
-        return cls(config, data_dir, groups, catalog, data, maintenance)
+        security = SecurityService.open(config, data_dir, fs)
+        return cls(config, data_dir, groups, catalog, data, maintenance, security)
 
-    def router(self, ctx: BrokerContext, *, request_logging: bool = False) -> Router:
-        """A router with every API this broker serves."""
-        router = Router(ctx, request_logging=request_logging)
+    def authorization(self) -> Authorization | None:
+        """What the routers enforce ACLs with, or None when no authorizer is configured."""
+        security = self.security
+        if security.authorizer is None:
+            return None
+        return Authorization(security.authorizer, CatalogTopics(self.catalog), security.denied,
+                             auto_create=self.config["auto.create.topics.enable"])
+
+    def router(self, ctx: BrokerContext, *, request_logging: bool = False,
+               shares_stats_with: Router | None = None) -> Router:
+        """A router with every API this broker serves (one per listener; they share their stats)."""
+        router = Router(ctx, request_logging=request_logging, authorization=self.authorization(),
+                        shares_stats_with=shares_stats_with)
         catalog = self.catalog
         groups = self.groups
+        security = self.security
+        authorizer_on = security.authorizer is not None
+        router.register(ApiKey.SASL_HANDSHAKE, lambda r, _: cluster.handle_sasl_outside_sasl(r))
+        router.register(ApiKey.SASL_AUTHENTICATE, lambda r, _: cluster.handle_sasl_outside_sasl(r))
+        router.register(ApiKey.DESCRIBE_CLUSTER, lambda r, _: cluster.handle_describe_cluster(ctx, r, authorizer_on))
+        router.register(ApiKey.CREATE_ACLS, lambda r, _: security.create_acls(r, router.session.principal))
+        router.register(ApiKey.DESCRIBE_ACLS, lambda r, _: security.describe_acls(r))
+        router.register(ApiKey.DELETE_ACLS, lambda r, _: security.delete_acls(r, router.session.principal))
+        router.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                        lambda r, _: security.describe_user_scram_credentials(r))
+        router.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                        lambda r, _: security.alter_user_scram_credentials(r, router.session.principal))
         router.register(ApiKey.METADATA, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
         router.register(ApiKey.CREATE_TOPICS, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
         # The coordinator hears of deleted and grown topics through the catalogue's listener
@@ -74,7 +101,7 @@ class Broker:
     def collectors(self) -> list[Collector]:
         lag = LagCollector(self.groups.coordinator.offsets, self.catalog,
                            self.config["metrics.group.lag.max.series"])
-        return [self.groups.metrics, self.data.metrics, lag]
+        return [self.groups.metrics, self.data.metrics, self.security.metrics, lag]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The services' background tasks (group commit, timers, expiry, maintenance)."""
@@ -82,6 +109,7 @@ class Broker:
             await nursery.start(self.groups.run)
             await nursery.start(self.data.run)
             await nursery.start(self.maintenance.run)
+            await nursery.start(self.security.run)
             task_status.started()
 
     async def close(self) -> None:
@@ -89,3 +117,18 @@ class Broker:
         await self.groups.close()
         await trio.to_thread.run_sync(self.catalog.flush)
         self.catalog.close()
+        await self.security.close()
+
+
+class CatalogTopics:
+    """The topic catalogue as the authorization rules see it."""
+
+    def __init__(self, catalog: TopicCatalog) -> None:
+        self.catalog = catalog
+
+    def topic_exists(self, name: str) -> bool:
+        return self.catalog.get(name) is not None
+
+    def topic_name(self, topic_id: Any) -> str | None:
+        topic = self.catalog.by_id(topic_id)
+        return None if topic is None else topic.name

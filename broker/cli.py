@@ -74,6 +74,7 @@ def _is_host_port(text: str) -> bool:
 def serve_command(args: argparse.Namespace) -> int:
     import trio
 
+    from broker.listeners import parse_listeners, server_ssl_context
     from broker.server import lock_data_dir, parse_listen, run_server
     from storage.coordinator_log import PartitionCountError
     from storage.partition import CorruptLogError
@@ -81,7 +82,9 @@ def serve_command(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     try:
         config = load_config(args.config, args.sets)
-        parse_listen(args.listen)
+        specs = parse_listeners(config, parse_listen(args.listen))
+        if any(spec.tls for spec in specs):
+            server_ssl_context(config)
         if args.http_listen is not None and not _is_host_port(args.http_listen):
             raise ValueError(f"--http-listen {args.http_listen!r}: expected HOST:PORT")
     except (ConfigError, ValueError) as exc:

@@ -46,8 +46,71 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("node.id", int, 0, "The id this broker advertises in Metadata and FindCoordinator.",
             _non_negative, ">= 0"),
     Setting("cluster.id", str, "kcoord-cluster", "The cluster id returned in Metadata."),
+    Setting("listeners", str, "",
+            "Comma-separated NAME://host:port listeners (port 0: any free port); each name's security "
+            "protocol comes from listener.security.protocol.map. Empty: one PLAINTEXT listener on the "
+            "--listen address."),
     Setting("advertised.listeners", str, "",
-            "PLAINTEXT://host:port clients are told to connect to; default: the --listen address."),
+            "NAME://host:port per listener, the address Metadata and FindCoordinator give clients that "
+            "connected to that listener; a listener not named here advertises its bound address."),
+    Setting("listener.security.protocol.map", str,
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."),
+    Setting("max.connections.per.ip", int, INT32_MAX,
+            "Most connections one client address may hold open at once; more are closed at accept.",
+            _non_negative, ">= 0"),
+    Setting("max.connections.per.ip.overrides", str, "",
+            "Comma-separated host:count exceptions to max.connections.per.ip."),
+    Setting("ssl.keystore.type", str, "PEM", "Only PEM (KIP-651).", _one_of("PEM"), "PEM"),
+    Setting("ssl.keystore.location", str, "",
+            "A PEM file with the broker's private key and certificate chain."),
+    Setting("ssl.keystore.certificate.chain", str, "",
+            "The broker's certificate chain as PEM text (instead of ssl.keystore.location)."),
+    Setting("ssl.keystore.key", str, "", "The broker's private key as PEM text (with ssl.keystore.certificate.chain)."),
+    Setting("ssl.key.password", str, "", "Password of an encrypted private key."),
+    Setting("ssl.truststore.type", str, "PEM", "Only PEM (KIP-651).", _one_of("PEM"), "PEM"),
+    Setting("ssl.truststore.location", str, "",
+            "A PEM file of the CA certificates client certificates are checked against."),
+    Setting("ssl.truststore.certificates", str, "", "The trusted CA certificates as PEM text."),
+    Setting("ssl.client.auth", str, "none",
+            "Mutual TLS on SSL listeners (not SASL_SSL ones, as KIP-684): 'required' refuses clients without a "
+            "trusted certificate, "
+            "'requested' asks for one, 'none' does not. The principal is the certificate's subject "
+            "through ssl.principal.mapping.rules.", _one_of("none", "requested", "required"),
+            "one of none, requested, required"),
+    Setting("ssl.principal.mapping.rules", str, "DEFAULT",
+            "How a client certificate's distinguished name becomes a principal: DEFAULT (the name as is) "
+            "or RULE:pattern/replacement/[LU], comma-separated, first match wins."),
+    Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted (TLSv1.2 and TLSv1.3 only).",
+            lambda v: bool(v) and all(p.strip() in ("TLSv1.2", "TLSv1.3") for p in v.split(",")),
+            "TLSv1.2 and/or TLSv1.3"),
+    Setting("sasl.enabled.mechanisms", str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). PLAIN checks "
+            "the password against the user's SCRAM credential.",
+            lambda v: bool(v) and all(m.strip() in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+                                      for m in v.split(",")),
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    Setting("sasl.server.max.receive.size", int, 524288,
+            "Largest frame accepted before a SASL connection has authenticated.", _positive, "> 0"),
+    Setting("connections.max.reauth.ms", int, 0,
+            "KIP-368: SASL sessions last this long; clients re-authenticate on the same connection before, "
+            "and a request after expiry closes it. 0: sessions do not expire.", _non_negative, ">= 0"),
+    Setting("connection.failed.authentication.delay.ms", int, 100,
+            "How long a failed login waits before its error is sent and the connection closed.",
+            _non_negative, ">= 0"),
+    Setting("authorizer.class.name", str, "",
+            "Empty: no authorization (everyone may do everything). "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs are enforced on every API.",
+            _one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                    "kafka.security.authorizer.AclAuthorizer"),
+            "empty or org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    Setting("super.users", str, "", "Semicolon-separated principals (User:admin) allowed everything."),
+    Setting("allow.everyone.if.no.acl.found", bool, False,
+            "With the authorizer on: a resource no ACL mentions is open to everyone."),
+    Setting("scram.credentials.bootstrap.file", str, "",
+            "kcoord-specific: a file of lines MECHANISM=[name=USER,password=PASSWORD] (kafka-storage's "
+            "--add-scram syntax); at start-up each user without a credential for that mechanism gets one. "
+            "The password is salted before it is stored; the file is only read."),
     Setting("socket.request.max.bytes", int, 104857600,
             "Largest request frame accepted; a larger size prefix closes the connection.",
             _positive, "> 0"),

@@ -60,6 +60,9 @@ class HttpContext:
     healthy: Callable[[], bool]
     #: Partition offsets stored by OffsetCommit so far (a cheap counter, for rates).
     offsets_committed: Callable[[], int]
+    #: The security protocol of the listener at ``bootstrap`` (PLAINTEXT, SSL, SASL_PLAINTEXT
+    #: or SASL_SSL): a SASL one makes the console ask for credentials.
+    security_protocol: str = "PLAINTEXT"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,13 @@
 """api_key -> handler, and the decision what to do with each frame.
 
 The router is where a frame becomes a reply. It stays free of sockets: the connection
-hands it bytes and gets back an ``Outcome``: bytes to send, nothing to send, or "close".
+hands it bytes (and who sent them, a ``Session``) and gets back an ``Outcome``: bytes to
+send, nothing to send, or "close".
+
+With an authorizer configured, every request passes ``security.access.RULES`` before its
+handler runs: the rule for its API may let it through, refuse it with Kafka's error reply,
+narrow it to what the caller may touch (and amend the handler's reply), or close the
+connection. An API without a rule is refused: there is no way around the table.
 """
 
 from __future__ import annotations
@@ -17,10 +23,15 @@ from broker.handlers import cluster
 from broker.metrics import ERROR_REASONS, ApiStats, Family, counter
 from broker.slots import Slot
 from protocol.api_keys import ApiKey
-from protocol.codec import Request, decode_request, encode_response, peek
+from protocol.codec import Request, decode_request, decode_response, encode_response, peek
 from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import REQUESTS
 from protocol.schema import Message
+from security.access import RULES
+from security.acl import AclOperation, ResourceType
+from security.authorizer import Authorizer
+from security.gate import Body, Drop, Gate, Refuse, TopicDirectory
+from security.principal import ANONYMOUS
 
 log = logging.getLogger("kcoord.router")
 request_log = logging.getLogger("kcoord.requests")
@@ -40,16 +51,55 @@ class Close:
 Outcome = bytes | None | Close | Slot
 
 
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Who sent a request: the authenticated principal, the client's address, the listener."""
+
+    principal: str
+    host: str
+    listener: str = "PLAINTEXT"
+
+
+ANONYMOUS_SESSION = Session(str(ANONYMOUS), "")
+
+#: (API name, principal, host, what was denied): the audit log and the denial counters.
+DenialHook = Callable[[str, str, str, list[tuple[AclOperation, ResourceType, str]]], None]
+
+
+@dataclass
+class Authorization:
+    """What the router needs to enforce ACLs; absent when ``authorizer.class.name`` is empty."""
+
+    authorizer: Authorizer
+    topics: TopicDirectory
+    on_denied: DenialHook
+    auto_create: bool = True
+
+
+def _frame_amend(api_key: int, version: int, amend: Callable[[Body], Body]) -> Callable[[bytes], bytes]:
+    """Apply a body amendment to a reply that is already encoded (a Slot's frame)."""
+    def apply(frame: bytes) -> bytes:
+        correlation_id, body = decode_response(api_key, version, frame[4:])
+        return encode_response(api_key, version, correlation_id, amend(body))
+    return apply
+
+
 class Router:
     """Routes decoded requests to handlers and advertises exactly what it can handle."""
 
-    def __init__(self, ctx: BrokerContext, request_logging: bool = False) -> None:
+    def __init__(self, ctx: BrokerContext, request_logging: bool = False, *,
+                 authorization: Authorization | None = None, shares_stats_with: Router | None = None) -> None:
         self.ctx = ctx
         self.handlers: dict[int, Handler] = {}
-        self.api_stats: dict[int, ApiStats] = {}  # resolved per API at registration
+        # Resolved per API at registration; the routers of several listeners share one set.
+        self.api_stats: dict[int, ApiStats] = {} if shares_stats_with is None else shares_stats_with.api_stats
         self._served: dict[int, Message] | None = None
-        self.errors = dict.fromkeys(ERROR_REASONS, 0)
+        self.errors: dict[str, int] = (dict.fromkeys(ERROR_REASONS, 0) if shares_stats_with is None
+                                       else shares_stats_with.errors)
         self.request_logging = request_logging  # one INFO line per request (--request-log)
+        self.authorization = authorization
+        #: The session of the request being handled (handlers run synchronously inside route).
+        self.session = ANONYMOUS_SESSION
         self.register(ApiKey.API_VERSIONS, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
         self.register(ApiKey.FIND_COORDINATOR, lambda r, _: cluster.handle_find_coordinator(ctx, r))
 
@@ -57,7 +107,8 @@ class Router:
         self.handlers[api_key] = handler
         self._served = None
         message = REQUESTS[api_key]
-        self.api_stats[api_key] = ApiStats(api_key, message.name.removesuffix("Request"), message.max_version)
+        if api_key not in self.api_stats:
+            self.api_stats[api_key] = ApiStats(api_key, message.name.removesuffix("Request"), message.max_version)
 
     @property
     def served(self) -> dict[int, Message]:
@@ -69,7 +120,7 @@ class Router:
             self._served = {key: REQUESTS[key] for key in self.handlers}
         return self._served
 
-    def route(self, frame: bytes, peer: str) -> Outcome:
+    def route(self, frame: bytes, peer: str, session: Session = ANONYMOUS_SESSION) -> Outcome:
         """Handle one request frame (without its size prefix)."""
         try:
             request = decode_request(frame, self.served)
@@ -94,6 +145,21 @@ class Router:
         stats = self.api_stats[header.api_key]
         stats.requests[header.api_version] += 1
         started = perf_counter()
+        amend: Callable[[Body], Body] | None = None
+        if self.authorization is not None:
+            checked = self._authorize(request, session, stats.name)
+            if isinstance(checked, Close):
+                return checked
+            if isinstance(checked, bytes):
+                elapsed = perf_counter() - started
+                stats.latency.observe(elapsed)
+                if self.request_logging:
+                    self.log_request(peer, header.client_id, stats.name, header.api_version,
+                                     header.correlation_id, elapsed, checked)
+                return checked
+            if checked is not None:
+                request, amend = checked
+        self.session = session
         try:
             body = self.handlers[header.api_key](request, peer)
         except Exception:
@@ -102,6 +168,11 @@ class Router:
             log.exception("handler for api_key=%d v%d failed (request from %s)",
                           header.api_key, header.api_version, peer)
             return Close(f"internal error handling api_key={header.api_key}")
+        if amend is not None and body is not None:
+            if isinstance(body, Slot):
+                body.amend = _frame_amend(header.api_key, header.api_version, amend)
+            else:
+                body = amend(body)
         if isinstance(body, Slot):
             body.started = started
             body.stats = stats
@@ -116,6 +187,30 @@ class Router:
             self.log_request(peer, header.client_id, stats.name, header.api_version, header.correlation_id,
                              elapsed, reply)
         return reply
+
+    def _authorize(self, request: Request, session: Session, api: str
+                   ) -> Close | bytes | tuple[Request, Callable[[Body], Body] | None] | None:
+        """The rule of the request's API: a reply, a close, a narrowed request, or None (as is)."""
+        auth = self.authorization
+        assert auth is not None
+        header = request.header
+        rule = RULES.get(header.api_key)
+        if rule is None:
+            self.errors["internal"] += 1
+            return Close(f"api_key={header.api_key} ({api}) has no authorization rule; refused")
+        if rule.check is None:
+            return None
+        gate = Gate(auth.authorizer, session.principal, session.host, auth.topics, auth.auto_create)
+        decision = rule.check(header.api_version, request.body, gate)
+        if gate.denied:
+            auth.on_denied(api, session.principal, session.host, gate.denied)
+        if decision is None:
+            return None
+        if isinstance(decision, Refuse):
+            return encode_response(header.api_key, header.api_version, header.correlation_id, decision.body)
+        if isinstance(decision, Drop):
+            return Close(decision.reason)
+        return Request(header, request.message, decision.body), decision.amend
 
     def finished(self, slot: Slot, peer: str) -> None:
         """A parked or durable-wait reply is ready to send: time it (and log it)."""

@@ -1,5 +1,11 @@
 """The trio shell: listen, read frames, route them, write replies in request order.
 
+Each named listener (``broker.listeners``) has its own sockets and router (so Metadata
+answers with that listener's address); SSL and SASL_SSL connections first complete a TLS
+handshake (trio's SSLStream), and on SASL listeners every frame passes the connection's
+``security.authenticator`` until it has logged in. ``max.connections.per.ip`` is enforced
+at accept.
+
 One task reads each connection and one writes it. The reader hands every frame to the
 router and queues the outcome; the writer sends outcomes in the order the requests came,
 so pipelining clients get their replies in order. A bad frame closes only its own
@@ -20,9 +26,12 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,12 +42,16 @@ from broker.config import Config
 from broker.context import BrokerContext
 from broker.data_service import DataService
 from broker.group_service import GroupService
+from broker.listeners import ListenerSpec, parse_listeners, server_ssl_context
 from broker.metrics import Collector, Family, collect, counter, gauge, kcoord_version
-from broker.router import Close, Outcome, Router
+from broker.router import Close, Outcome, Router, Session
+from broker.security_service import SecurityService
 from broker.slots import Slot
 from broker.topics import TopicCatalog
 from protocol.errors import ProtocolError
 from protocol.frames import FrameDecoder
+from security.authenticator import SaslAuthenticator
+from security.principal import ANONYMOUS, map_certificate_name, parse_mapping_rules, rfc2253
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import lock_file
 
@@ -49,6 +62,7 @@ log = logging.getLogger("kcoord.server")
 
 RECEIVE_CHUNK = 65536
 MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
+TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client may take to finish its TLS handshake
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -59,14 +73,38 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def advertised(config: Config, host: str, port: int) -> tuple[str, int]:
-    """The host and port clients are told to use: advertised.listeners, else the bound one."""
+    """The host and port clients of the --listen listener are told: advertised.listeners, else the bound one."""
     raw = config["advertised.listeners"]
     if raw:
         address = raw.split(",")[0].split("://", 1)[-1]
         return parse_listen(address)
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    return host, port
+    return _reachable(host), port
+
+
+def _reachable(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+
+@dataclass
+class Listener:
+    """One named listener, once bound: its sockets, its router and its TLS context."""
+
+    spec: ListenerSpec
+    sockets: list[trio.SocketListener]
+    bound: tuple[str, int] = ("", 0)
+    advertised: tuple[str, int] = ("", 0)
+    router: Router | None = None
+    tls: ssl.SSLContext | None = field(default=None, repr=False)
+
+
+def _overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: ``host:count,host:count``."""
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        if item.strip():
+            host, _, count = item.strip().rpartition(":")
+            out[host.strip("[]")] = int(count)
+    return out
 
 
 class StorageFailure(RuntimeError):
@@ -90,26 +128,75 @@ def lock_data_dir(data_dir: Path) -> Iterator[None]:
 
 
 class Connection:
-    """One client connection: a reader task and a writer task joined by a queue."""
+    """One client connection: a reader task and a writer task joined by a queue.
 
-    def __init__(self, server: Server, stream: trio.SocketStream) -> None:
+    On SSL listeners the TLS handshake comes first (a failure closes only this
+    connection); on SASL listeners every frame goes to the connection's
+    ``SaslAuthenticator`` until it has authenticated, and ApiVersions is the only request
+    the router sees before that.
+    """
+
+    def __init__(self, server: Server, stream: trio.abc.Stream, listener: Listener | None = None) -> None:
         self.server = server
-        self.stream = stream
+        self.stream: trio.abc.Stream = stream
+        self.listener = listener
         try:
+            assert isinstance(stream, trio.SocketStream)
             host, port = stream.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
-        except OSError:
+            self.host = str(host)
+        except (OSError, AssertionError):
             self.peer = "unknown"
+            self.host = ""
         self.decoder = FrameDecoder(max_size=server.config["socket.request.max.bytes"])
         self.receive_scope: trio.CancelScope | None = None
+        name = listener.spec.name if listener is not None else "PLAINTEXT"
+        self.session = Session(str(ANONYMOUS), self.host, name)
+        self.authenticator: SaslAuthenticator | None = None
+        self.router = listener.router if listener is not None and listener.router is not None else server.router
+        if listener is not None and listener.spec.sasl:
+            security = server.security
+            self.authenticator = SaslAuthenticator(security.enabled_mechanisms, security.credential,
+                                                   reauth_ms=server.config["connections.max.reauth.ms"])
+            self.decoder.set_limits(server.config["sasl.server.max.receive.size"], min_size=0)
 
     def stop_reading(self) -> None:
         """Stop taking new requests; only ever interrupts a wait for bytes."""
         if self.receive_scope is not None:
             self.receive_scope.cancel()
 
+    async def _start_tls(self) -> bool:
+        """The TLS handshake; on SSL listeners the principal is the client certificate's name."""
+        listener = self.listener
+        assert listener is not None and listener.tls is not None
+        tls = trio.SSLStream(self.stream, listener.tls, server_side=True)
+        with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT) as scope:
+            try:
+                await tls.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                cause = exc.__cause__ or exc
+                log.info("TLS handshake with %s on listener %s failed: %s", self.peer, listener.spec.name, cause)
+                self.server.tls_failures += 1
+                return False
+        if scope.cancelled_caught:
+            log.info("TLS handshake with %s on listener %s timed out", self.peer, listener.spec.name)
+            self.server.tls_failures += 1
+            return False
+        self.stream = tls
+        if listener.spec.protocol == "SSL":
+            cert = tls.getpeercert()
+            subject = cert.get("subject") if cert else None
+            if subject:
+                principal = map_certificate_name(self.server.mapping_rules, rfc2253(subject))
+                self.session = Session(str(principal), self.host, listener.spec.name)
+        return True
+
     async def run(self) -> None:
         send, receive = trio.open_memory_channel[bytes | Slot](MAX_PIPELINE)
+        if self.listener is not None and self.listener.tls is not None and not await self._start_tls():
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+            return
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write, receive)
@@ -122,8 +209,20 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
+    def _login_done(self, failed: bool) -> None:
+        auth = self.authenticator
+        assert auth is not None
+        mechanism = auth.mechanism_name or "none"
+        self.server.security.login(mechanism, not failed)
+        if failed:
+            return
+        if self.session.principal != str(auth.principal):
+            self.session = Session(str(auth.principal), self.host, self.session.listener)
+            log.debug("connection %s authenticated as %s (%s)", self.peer, auth.principal, mechanism)
+        self.decoder.set_limits(self.server.config["socket.request.max.bytes"])
+
     async def _read(self, send: trio.MemorySendChannel[bytes | Slot]) -> None:
-        router = self.server.router
+        router = self.router
         while not self.server.draining:
             with trio.CancelScope() as scope:
                 self.receive_scope = scope
@@ -144,7 +243,21 @@ class Connection:
                 log.warning("closing connection %s: %s", self.peer, exc)
                 return
             for frame in frames:
-                outcome: Outcome = router.route(frame, self.peer)
+                auth = self.authenticator
+                if auth is not None:
+                    step = auth.receive(frame, int(trio.current_time() * 1000))
+                    if step.failure or step.authenticated:
+                        self._login_done(step.failure)
+                    if step.failure:
+                        await trio.sleep(self.server.config["connection.failed.authentication.delay.ms"] / 1000)
+                    if step.reply is not None:
+                        await send.send(step.reply)
+                    if step.close is not None:
+                        log.info("closing connection %s: %s", self.peer, step.close)
+                        return
+                    if not step.route:
+                        continue
+                outcome: Outcome = router.route(frame, self.peer, self.session)
                 if isinstance(outcome, Close):
                     log.warning("closing connection %s: %s", self.peer, outcome.reason)
                     return
@@ -157,7 +270,7 @@ class Connection:
         Nothing more is sent once the server has stopped on a storage failure.
         """
         server = self.server
-        finished = server.router.finished  # times (and logs) replies that waited
+        finished = self.router.finished  # times (and logs) replies that waited
         async with receive:
             async for item in receive:
                 ready: list[bytes] = []
@@ -173,6 +286,8 @@ class Connection:
                                 ready.clear()
                             await item.event.wait()
                         if item.frame is not None:
+                            if item.amend is not None:
+                                item.frame = item.amend(item.frame)
                             ready.append(item.frame)
                         finished(item, self.peer)
                     else:
@@ -208,7 +323,19 @@ class Server:
         self.accept_scope = trio.CancelScope()
         self.router: Router
         self.bound: tuple[str, int] | None = None
+        #: The listeners (``listeners``, or one PLAINTEXT listener on host:port); checked here,
+        #: before anything binds, so a bad setting is a ConfigError.
+        self.specs = parse_listeners(config, (host, port))
+        self.listeners: list[Listener] = []
+        self.tls_contexts = {protocol: server_ssl_context(config, client_auth=protocol == "SSL")
+                             for protocol in {s.protocol for s in self.specs if s.tls}}
+        self.mapping_rules = parse_mapping_rules(config["ssl.principal.mapping.rules"])
+        self.per_ip: dict[str, int] = {}
+        self.max_per_ip = config["max.connections.per.ip"]
+        self.max_per_ip_overrides = _overrides(config["max.connections.per.ip.overrides"])
         # Read at scrape time; plain ints, bumped where things happen.
+        self.tls_failures = 0
+        self.connections_refused = 0
         self.started_at = time.time()
         self.serving = False
         self.request_logging = False
@@ -230,21 +357,46 @@ class Server:
     def data(self) -> DataService | None:
         return None if self.broker is None else self.broker.data
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        connection = Connection(self, stream)
+    @property
+    def security(self) -> SecurityService:
+        assert self.broker is not None
+        return self.broker.security
+
+    async def _handle(self, stream: trio.SocketStream, listener: Listener | None = None) -> None:
+        connection = Connection(self, stream, listener)
+        ip = connection.host
+        limit = self.max_per_ip_overrides.get(ip, self.max_per_ip)
+        if self.per_ip.get(ip, 0) >= limit:
+            # max.connections.per.ip: the connection is closed as soon as it is accepted.
+            self.connections_refused += 1
+            log.info("closing connection %s: %s already has %d connections (max.connections.per.ip)",
+                     connection.peer, ip, limit)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            return
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
         self.connections.add(connection)
         self.connections_accepted += 1
         try:
             await connection.run()
         finally:
+            left = self.per_ip[ip] - 1
+            if left:
+                self.per_ip[ip] = left
+            else:
+                del self.per_ip[ip]
             self.connections.discard(connection)
             self.connections_closed += 1
             if self.draining and not self.connections:
                 self.idle.set()
 
     async def bind(self) -> list[trio.SocketListener]:
-        """Open the listening sockets (OSError here means the address is unusable)."""
-        return await trio.open_tcp_listeners(self.port, host=self.host)
+        """Open every listener's sockets (OSError here means an address is unusable)."""
+        if not self.listeners:
+            for spec in self.specs:
+                sockets = await trio.open_tcp_listeners(spec.port, host=spec.host or None)
+                self.listeners.append(Listener(spec, sockets, tls=self.tls_contexts.get(spec.protocol)))
+        return [s for listener in self.listeners for s in listener.sockets]
 
     async def serve(
         self,
@@ -252,29 +404,42 @@ class Server:
         *,
         task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Accept and serve until ``shutdown()``; then drain and return."""
-        if listeners is None:
-            listeners = await self.bind()
-        sockname = listeners[0].socket.getsockname()
-        bound_host, bound_port = str(sockname[0]), int(sockname[1])
-        self.bound = (bound_host, bound_port)
-        adv_host, adv_port = advertised(self.config, bound_host, bound_port)
+        """Accept and serve until ``shutdown()``; then drain and return.
+
+        ``listeners`` are sockets from ``bind()`` (which is called here otherwise).
+        """
+        await self.bind()
         if self.broker is None:
             self.broker = Broker.open(self.config, self.data_dir, self.fs)
         broker = self.broker
-        ctx = BrokerContext(config=self.config, node_id=self.config["node.id"], host=adv_host, port=adv_port,
-                            cluster_id=self.config["cluster.id"])
-        self.router = broker.router(ctx, request_logging=self.request_logging)
+        first: Router | None = None
+        for listener in self.listeners:
+            sockname = listener.sockets[0].socket.getsockname()
+            listener.bound = (str(sockname[0]), int(sockname[1]))
+            spec = listener.spec
+            if spec.advertised_host is not None and spec.advertised_port is not None:
+                listener.advertised = (spec.advertised_host, spec.advertised_port)
+            else:
+                listener.advertised = (_reachable(listener.bound[0]), listener.bound[1])
+            ctx = BrokerContext(config=self.config, node_id=self.config["node.id"], host=listener.advertised[0],
+                                port=listener.advertised[1], cluster_id=self.config["cluster.id"])
+            listener.router = broker.router(ctx, request_logging=self.request_logging, shares_stats_with=first)
+            first = first or listener.router
+        assert first is not None
+        self.router = first
+        self.bound = self.listeners[0].bound
         broker.groups.on_storage_failure = self.storage_failed
         broker.data.on_storage_failure = self.storage_failed
         broker.catalog.on_storage_failure = self.storage_failed
+        broker.security.on_storage_failure = self.storage_failed
         with trio.CancelScope() as self._stop_scope:
             async with trio.open_nursery() as background:
                 await background.start(broker.run)
                 self.serving = True
-                log.info("kcoord listening on %s:%d (advertised %s:%d)",
-                         bound_host, bound_port, adv_host, adv_port)
-                await self._serve_connections(listeners, task_status)
+                for listener in self.listeners:
+                    log.info("kcoord listening on %s:%d (advertised %s:%d) listener=%s protocol=%s",
+                             *listener.bound, *listener.advertised, listener.spec.name, listener.spec.protocol)
+                await self._serve_connections(task_status)
                 self.serving = False
                 await broker.close()
                 background.cancel_scope.cancel()
@@ -300,6 +465,11 @@ class Server:
                     self.connections_closed),
             counter("kcoord_received_bytes_total", "Bytes read from Kafka client connections.", self.bytes_in),
             counter("kcoord_sent_bytes_total", "Bytes written to Kafka client connections.", self.bytes_out),
+            counter("kcoord_connections_refused_total",
+                    "Connections closed at accept because their address had max.connections.per.ip open.",
+                    self.connections_refused),
+            counter("kcoord_tls_handshake_failures_total", "TLS handshakes that failed or timed out.",
+                    self.tls_failures),
         ]
 
     def collect(self) -> list[Family]:
@@ -326,20 +496,23 @@ class Server:
             self.broker.groups.stopped = True
             self.broker.data.stopped = True
             self.broker.catalog.stopped = True
+            self.broker.security.stopped = True
         log.error("storage failure, stopping the broker: %s failed: %s", what, error)
         if self._stop_scope is not None:
             self._stop_scope.cancel()
 
-    async def _serve_connections(
-        self, listeners: list[trio.SocketListener], task_status: trio.TaskStatus[tuple[str, int]]
-    ) -> None:
+    async def _serve_connections(self, task_status: trio.TaskStatus[tuple[str, int]]) -> None:
         assert self.bound is not None
         async with trio.open_nursery() as connections:
             with self.accept_scope:
-                task_status.started(self.bound)
-                await trio.serve_listeners(self._handle, listeners, handler_nursery=connections)
-            for listener in listeners:
-                await listener.aclose()
+                async with trio.open_nursery() as accepting:
+                    for listener in self.listeners:
+                        accepting.start_soon(partial(trio.serve_listeners, partial(self._handle, listener=listener),
+                                                     listener.sockets, handler_nursery=connections))
+                    task_status.started(self.bound)
+            for listener in self.listeners:
+                for sock in listener.sockets:
+                    await sock.aclose()
             # Stop reading new requests everywhere; writers flush what is queued.
             self.draining = True
             for connection in list(self.connections):
@@ -407,7 +580,8 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen
                 bootstrap=f"[{kafka_host}]:{kafka_port}" if ":" in kafka_host else f"{kafka_host}:{kafka_port}",
                 http_host=str(sock.getsockname()[0]), data_dir=data_dir, config=config,
                 registry=registry(server.collect), healthy=lambda: server.serving and not server.draining,
-                offsets_committed=lambda: server.groups.offsets_committed if server.groups is not None else 0)
+                offsets_committed=lambda: server.groups.offsets_committed if server.groups is not None else 0,
+                security_protocol=server.listeners[0].spec.protocol)
             extension = http_extension(context) if http_extension is not None else http.HttpExtension(())
             async with trio.open_nursery() as tasks:
                 if extension.background is not None:

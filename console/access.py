@@ -71,8 +71,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def broker_sasl_mechanisms(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The SASL mechanisms the broker requires of Kafka clients; () without authentication."""
+def broker_sasl_mechanisms(config: Mapping[str, Any], security_protocol: str) -> tuple[str, ...]:
+    """The SASL mechanisms the console's Kafka listener requires; () when it is not a SASL one."""
+    if security_protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return ()
     raw = config.get("sasl.enabled.mechanisms") if "sasl.enabled.mechanisms" in config else None
     if not raw:
         return ()

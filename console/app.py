@@ -66,7 +66,7 @@ class Console:
     def __init__(self, context: HttpContext,
                  connect: Callable[[str, Credentials | None], AdminClient] = connect) -> None:
         self.context = context
-        self.policy = policy(context.http_host, broker_sasl_mechanisms(context.config))
+        self.policy = policy(context.http_host, broker_sasl_mechanisms(context.config, context.security_protocol))
         self.clients = Clients(context.bootstrap, connect)
         self.sessions = Sessions()
         self.history = HistoryCache(context.data_dir)

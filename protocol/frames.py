@@ -35,6 +35,12 @@ class FrameDecoder:
         self._min_size = min_size
         self._need = -1  # size of the frame being collected, -1 while reading a prefix
 
+    def set_limits(self, max_size: int, min_size: int = MIN_REQUEST_FRAME) -> None:
+        """New bounds for the frames not yet started (SASL tokens before authentication are
+        smaller than a request header, and bounded tighter than requests)."""
+        self._max_size = max_size
+        self._min_size = min_size
+
     @property
     def buffered(self) -> int:
         """Bytes held that do not yet form a whole frame."""

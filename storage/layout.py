@@ -7,7 +7,8 @@ Everything kcoord keeps on disk lives under one data directory (docs/storage.md 
 - ``__consumer_offsets-<p>/`` and ``<topic>-<p>/``: partition directories of segment files
   ``{base_offset:020d}.log`` (plus a clean's ``.log.cleaned`` / ``.log.swap`` for a moment);
 - ``history/__consumer_offsets-<p>/``: segments the cleaner replaced, kept for the pipeline;
-- ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block.
+- ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block;
+- ``__kcoord_security-0/``: SCRAM credentials and ACLs, a compacted log of segment files.
 
 The broker, the storage engine and the pipeline all build paths through these functions,
 so a name changes here or nowhere.
@@ -25,6 +26,7 @@ __all__ = [
     "LOCK_FILE",
     "PARTITION_COUNT_FILE",
     "PRODUCER_IDS_FILE",
+    "SECURITY_TOPIC",
     "SEGMENT_SUFFIX",
     "SWAP_SUFFIX",
     "TEMP_SUFFIX",
@@ -40,6 +42,7 @@ __all__ = [
     "partition_count_file",
     "partition_dir",
     "producer_ids_file",
+    "security_partition_dir",
     "segment_name",
     "temp_file",
     "topics_file",
@@ -51,6 +54,8 @@ PARTITION_COUNT_FILE = f"{COORDINATOR_TOPIC}.meta.json"
 HISTORY_DIR = "history"
 TOPICS_FILE = "topics.json"
 PRODUCER_IDS_FILE = "producer_ids.json"
+#: The log of SCRAM credentials and ACLs (one partition).
+SECURITY_TOPIC = "__kcoord_security"
 #: A JSON file is replaced by writing ``<name>.tmp`` first; a leftover one is stale.
 TEMP_SUFFIX = ".tmp"
 
@@ -98,6 +103,10 @@ def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
 
 def coordinator_partition_dir(data_dir: Path, partition: int) -> Path:
     return partition_dir(data_dir, COORDINATOR_TOPIC, partition)
+
+
+def security_partition_dir(data_dir: Path) -> Path:
+    return partition_dir(data_dir, SECURITY_TOPIC, 0)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

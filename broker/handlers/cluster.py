@@ -1,4 +1,4 @@
-"""ApiVersions, Metadata and FindCoordinator: how a client finds its way around."""
+"""ApiVersions, FindCoordinator, DescribeCluster: how a client finds its way around."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import re
 from typing import Any
 
 from broker.context import BrokerContext
+from protocol.api_keys import ApiKey
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.schema import Message
+from security.acl import ResourceType
+from security.authorizer import all_operations
 
 INT32_MIN = -2147483648
 KEY_TYPE_GROUP = 0
@@ -87,3 +90,36 @@ def handle_find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, A
     del answer["key"]
     answer["throttle_time_ms"] = 0
     return answer
+
+
+def handle_describe_cluster(ctx: BrokerContext, request: Request, authorizer_enabled: bool) -> dict[str, Any]:
+    """KIP-700: this broker, on the listener the client used. A broker serves endpoint type 1."""
+    body = request.body
+    version = request.header.api_version
+    answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+                              "cluster_id": ctx.cluster_id, "controller_id": ctx.node_id,
+                              "brokers": [{"broker_id": ctx.node_id, "host": ctx.host, "port": ctx.port,
+                                           "rack": None}],
+                              "cluster_authorized_operations": INT32_MIN}
+    endpoint_type = body.get("endpoint_type", 1)
+    if endpoint_type != 1:
+        if version == 0:
+            error = ErrorCode.INVALID_REQUEST
+        else:
+            error = ErrorCode.MISMATCHED_ENDPOINT_TYPE if endpoint_type == 2 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        return {**answer, "error_code": int(error), "error_message": f"Unsupported endpoint type {endpoint_type}",
+                "cluster_id": "", "controller_id": -1, "brokers": []}
+    if body.include_cluster_authorized_operations and not authorizer_enabled:
+        # As Kafka without an authorizer: every operation the cluster resource supports.
+        answer["cluster_authorized_operations"] = all_operations(ResourceType.CLUSTER)
+    return answer
+
+
+def handle_sasl_outside_sasl(request: Request) -> dict[str, Any]:
+    """SaslHandshake or SaslAuthenticate where no SASL exchange is going on (a PLAINTEXT or
+    SSL listener, or an already authenticated connection): ILLEGAL_SASL_STATE, as Kafka."""
+    error = int(ErrorCode.ILLEGAL_SASL_STATE)
+    if request.header.api_key == ApiKey.SASL_HANDSHAKE:
+        return {"error_code": error, "mechanisms": []}
+    return {"error_code": error, "error_message": "Unexpected SASL request: this connection is not authenticating",
+            "auth_bytes": b"", "session_lifetime_ms": 0}

@@ -35,6 +35,14 @@ from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteRes
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+from protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
+from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
+from protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
+from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from protocol.schema import Message
 
 PAIRS: tuple[tuple[Message, Message], ...] = (
@@ -60,6 +68,14 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (OffsetDeleteRequest, OffsetDeleteResponse),
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    (SaslHandshakeRequest, SaslHandshakeResponse),
+    (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    (CreateAclsRequest, CreateAclsResponse),
+    (DescribeAclsRequest, DescribeAclsResponse),
+    (DeleteAclsRequest, DeleteAclsResponse),
+    (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    (DescribeClusterRequest, DescribeClusterResponse),
 )
 
 REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS if req.api_key is not None}

@@ -54,9 +54,11 @@ def test_who_may_change_what() -> None:
 
 
 def test_the_broker_config_says_whether_clients_authenticate() -> None:
-    assert broker_sasl_mechanisms(Config()) == ()
-    assert broker_sasl_mechanisms({"sasl.enabled.mechanisms": "plain, SCRAM-SHA-512"}) == ("PLAIN", "SCRAM-SHA-512")
-    assert broker_sasl_mechanisms({"sasl.enabled.mechanisms": ["PLAIN"]}) == ("PLAIN",)
+    assert broker_sasl_mechanisms(Config(), "PLAINTEXT") == ()
+    assert broker_sasl_mechanisms(Config(), "SSL") == ()
+    assert broker_sasl_mechanisms({"sasl.enabled.mechanisms": "plain, SCRAM-SHA-512"}, "SASL_SSL") == (
+        "PLAIN", "SCRAM-SHA-512")
+    assert broker_sasl_mechanisms({"sasl.enabled.mechanisms": ["PLAIN"]}, "SASL_PLAINTEXT") == ("PLAIN",)
 
 
 def test_sessions_expire_and_hide_passwords() -> None:
@@ -173,7 +175,7 @@ class Browserless:
 
 
 async def _serve(nursery: trio.Nursery, tmp_path: Path, http_host: str = "127.0.0.1",
-                 config: Any = None) -> Served:
+                 config: Any = None, security_protocol: str = "PLAINTEXT") -> Served:
     connected: list[Credentials | None] = []
 
     def connect(bootstrap: str, credentials: Credentials | None) -> Any:
@@ -182,7 +184,8 @@ async def _serve(nursery: trio.Nursery, tmp_path: Path, http_host: str = "127.0.
 
     context = http.HttpContext(bootstrap="127.0.0.1:9", http_host=http_host, data_dir=tmp_path,
                                config=config if config is not None else Config(), registry=registry(list),
-                               healthy=lambda: True, offsets_committed=lambda: 0)
+                               healthy=lambda: True, offsets_committed=lambda: 0,
+                               security_protocol=security_protocol)
     console = Console(context, connect)
     sock = http.bind("127.0.0.1", 0)
     await nursery.start(http.serve, http.build_app(context, console.routes()), sock)
@@ -252,7 +255,8 @@ async def test_off_loopback_without_authentication_the_console_only_shows(
 
 async def test_with_broker_authentication_the_console_logs_in_and_acts_as_that_principal(
         nursery: trio.Nursery, tmp_path: Path, canned: dict[str, Any]) -> None:
-    served = await _serve(nursery, tmp_path, config={"sasl.enabled.mechanisms": "PLAIN"})
+    served = await _serve(nursery, tmp_path, config={"sasl.enabled.mechanisms": "PLAIN"},
+                          security_protocol="SASL_PLAINTEXT")
     client = served.client()
     status, headers, _ = await _run(lambda: client.request("/groups/kip848-group"))
     assert status == 303 and headers["location"] == "/login?next=/groups/kip848-group"

@@ -31,6 +31,10 @@ function kafka(clientId) {
     connectionTimeout: 3000,
     requestTimeout: 10000,
     retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 1000 },
+    // Security settings pass straight through (kafkajs's own names): { ca, cert, key } and
+    // { mechanism, username, password }.
+    ...(options.ssl ? { ssl: options.ssl } : {}),
+    ...(options.sasl ? { sasl: options.sasl } : {}),
   })
 }
 

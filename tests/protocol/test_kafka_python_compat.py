@@ -59,6 +59,10 @@ KP_MODULES = [
     "kafka.protocol.producer.transaction",
     "kafka.protocol.admin.topics",
     "kafka.protocol.admin.groups",
+    "kafka.protocol.admin.acl",
+    "kafka.protocol.admin.users",
+    "kafka.protocol.admin.cluster",
+    "kafka.protocol.sasl",
 ]
 
 

@@ -24,6 +24,7 @@ def test_partition_directories(tmp_path: Path) -> None:
     assert layout.partition_dir(tmp_path, "orders", 3) == tmp_path / "orders-3"
     assert layout.coordinator_partition_dir(tmp_path, 12) == tmp_path / "__consumer_offsets-12"
     assert layout.parse_partition_dir("__consumer_offsets-12") == ("__consumer_offsets", 12)
+    assert layout.security_partition_dir(tmp_path) == tmp_path / "__kcoord_security-0"
     assert layout.parse_partition_dir("my-topic-with-dashes-0") == ("my-topic-with-dashes", 0)
     for name in ("history", "topics.json", ".lock", "orders-", "-3", "orders-x"):
         assert layout.parse_partition_dir(name) is None
@@ -58,6 +59,7 @@ USERS = [
     "storage/segment.py", "storage/fs.py", "storage/journal.py", "storage/maintenance.py",
     "storage/group_commit.py", "broker/topics.py", "broker/producers.py", "broker/server.py",
     "broker/group_service.py", "broker/data_service.py", "pipeline/segments.py", "pipeline/history.py",
+    "storage/security_log.py", "broker/security_service.py",
 ]
 SPELLED = re.compile(
     r"""["'](?:\.lock|__consumer_offsets|topics\.json|producer_ids\.json|history|\.meta\.json|[^"']*\.meta\.json|\.log"""

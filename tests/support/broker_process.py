@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-_LISTENING = re.compile(r"kcoord listening on ([\d.]+):(\d+)")
+_LISTENING = re.compile(r"kcoord listening on ([\d.]+):(\d+)(?:.*listener=(\w+))?")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -32,12 +32,24 @@ class BrokerProcess:
         self.lines: list[str] = []
         self.host = "127.0.0.1"
         self.port = 0
+        #: listener name -> (host, port) bound, from the start-up log (several with ``listeners``).
+        self.listeners: dict[str, tuple[str, int]] = {}
         self._listening = threading.Event()
         self._lock = threading.Lock()
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def address(self, listener: str) -> str:
+        """host:port of a named listener (wait until every listener has logged its address)."""
+        deadline = time.monotonic() + 10
+        while listener not in self.listeners:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no listener {listener} in the log:\n{self.log()}")
+            time.sleep(0.02)
+        host, port = self.listeners[listener]
+        return f"{host}:{port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         args = [sys.executable, "-m", self.command, "serve", "--listen", self.listen,
@@ -47,6 +59,7 @@ class BrokerProcess:
             args += ["--set", f"{name}={value}"]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._listening.clear()
+        self.listeners = {}
         self.proc = subprocess.Popen(args, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      text=True, env=env)
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
@@ -66,8 +79,12 @@ class BrokerProcess:
                 self.lines.append(line.rstrip("\n"))
             match = _LISTENING.search(line)
             if match:
-                self.host, self.port = match.group(1), int(match.group(2))
-                self._listening.set()
+                address = (match.group(1), int(match.group(2)))
+                if match.group(3):
+                    self.listeners[match.group(3)] = address
+                if not self._listening.is_set():
+                    self.host, self.port = address
+                    self._listening.set()
 
     def log(self) -> str:
         with self._lock:

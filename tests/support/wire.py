@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -10,8 +11,9 @@ from protocol.codec import decode_response, encode_request
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = 10.0, tls: ssl.SSLContext | None = None) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=host)
         self.correlation_id = 0
 
     def close(self) -> None:
@@ -43,7 +45,7 @@ class WireClient:
         """True once the broker has closed this connection (waits up to the socket timeout)."""
         try:
             return self.sock.recv(1) == b""
-        except ConnectionResetError:
+        except (ConnectionResetError, ssl.SSLError):
             return True
 
     def send(self, api_key: int, version: int, body: Any, client_id: str | None = "kcoord-test") -> int:
