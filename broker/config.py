@@ -7,6 +7,7 @@ broker binds a socket.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -16,6 +17,41 @@ from typing import Any
 
 class ConfigError(ValueError):
     """A configuration problem, with a message that names the key."""
+
+
+MAX_PORT = 65535
+_LISTENER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_host_port(text: str, what: str, *, allow_any_port: bool = True) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 hosts in brackets) checked at configuration time.
+
+    ``what`` names the option in the error. Port 0 ("any free port") is allowed only for
+    addresses the broker binds (``allow_any_port``); a port above 65535 is always an
+    error, rather than the silent wrap-around the socket layer would do.
+    """
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]") if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"{what} {text!r}: expected HOST:PORT")
+    number = int(port)
+    lowest = 0 if allow_any_port else 1
+    if not lowest <= number <= MAX_PORT:
+        raise ConfigError(f"{what} {text!r}: port {number} is not between {lowest} and {MAX_PORT}")
+    return host, number
+
+
+def parse_listeners(text: str, what: str) -> list[tuple[str, str, int]]:
+    """Kafka's listener list ``NAME://HOST:PORT[,NAME://HOST:PORT...]`` as (name, host, port)."""
+    found = []
+    for item in text.split(","):
+        item = item.strip()
+        name, sep, address = item.partition("://")
+        if not sep or not _LISTENER_NAME.fullmatch(name):
+            raise ConfigError(f"{what}: {item!r} is not NAME://HOST:PORT (for example PLAINTEXT://localhost:9092)")
+        host, port = parse_host_port(address, what, allow_any_port=False)
+        found.append((name, host, port))
+    return found
 
 
 @dataclass(frozen=True)
@@ -175,6 +211,8 @@ class Config(Mapping[str, Any]):
             raise ConfigError(
                 f"group.min.session.timeout.ms: {lo} is above group.max.session.timeout.ms={hi}"
             )
+        if values["advertised.listeners"]:
+            parse_listeners(values["advertised.listeners"], "advertised.listeners")
         self._values = values
 
     def __getitem__(self, key: str) -> Any:

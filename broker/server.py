@@ -15,10 +15,12 @@ retention, history pruning) runs in one ``storage.maintenance`` scheduler.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +29,7 @@ from pathlib import Path
 import trio
 
 from broker.app import Broker
-from broker.config import Config
+from broker.config import Config, parse_host_port, parse_listeners
 from broker.context import BrokerContext
 from broker.data_service import DataService
 from broker.group_service import GroupService
@@ -47,22 +49,38 @@ RECEIVE_CHUNK = 65536
 MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"--listen {listen!r}: expected HOST:PORT")
-    return host.strip("[]"), int(port)
+def parse_listen(listen: str, what: str = "--listen") -> tuple[str, int]:
+    """A HOST:PORT to bind (port 0: any); a ``ConfigError`` (a ``ValueError``) if it is not one."""
+    return parse_host_port(listen, what)
 
 
 def advertised(config: Config, host: str, port: int) -> tuple[str, int]:
     """The host and port clients are told to use: advertised.listeners, else the bound one."""
     raw = config["advertised.listeners"]
     if raw:
-        address = raw.split(",")[0].split("://", 1)[-1]
-        return parse_listen(address)
+        _, adv_host, adv_port = parse_listeners(raw, "advertised.listeners")[0]
+        return adv_host, adv_port
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     return host, port
+
+
+class ListenError(RuntimeError):
+    """An address could not be bound; the message names it and the reason.
+
+    ``configuration`` is true when the address itself is wrong (no such local address, a
+    host name that does not resolve) rather than busy or forbidden.
+    """
+
+    def __init__(self, message: str, configuration: bool = False) -> None:
+        super().__init__(message)
+        self.configuration = configuration
+
+
+def _listen_error(address: str, exc: OSError, purpose: str = "") -> ListenError:
+    reason = "host name does not resolve" if isinstance(exc, socket.gaierror) else exc.strerror or str(exc)
+    wrong = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+    return ListenError(f"cannot listen on {address}{purpose}: {reason}", configuration=wrong)
 
 
 class StorageFailure(RuntimeError):
@@ -361,15 +379,18 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, metrics_lis
     host, port = parse_listen(listen)
     server = Server(config, host, port, data_dir)
     server.request_logging = request_logging
-    listeners = await server.bind()
+    try:
+        listeners = await server.bind()
+    except OSError as exc:
+        raise _listen_error(listen, exc) from None
     metrics: MetricsEndpoint | None = None
     if metrics_listen is not None:
         metrics = MetricsEndpoint(render=lambda: render(server.collect()),
                                   healthy=lambda: server.serving and not server.draining)
         try:
-            metrics_host, metrics_port = await metrics.bind(*parse_listen(metrics_listen))
+            metrics_host, metrics_port = await metrics.bind(*parse_listen(metrics_listen, "--metrics-listen"))
         except OSError as exc:
-            raise RuntimeError(f"cannot listen on {metrics_listen} for metrics: {exc.strerror or exc}") from None
+            raise _listen_error(metrics_listen, exc, " for metrics") from None
         log.info("kcoord metrics on %s:%d", metrics_host, metrics_port)
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
     try:

@@ -3,6 +3,7 @@
 Everything kcoord keeps on disk lives under one data directory (docs/storage.md draws it):
 
 - ``.lock``: held with ``flock`` by the running broker;
+- ``format.json``: the data directory's format version (``storage.data_dir``);
 - ``__consumer_offsets.meta.json``: the coordinator log's partition count;
 - ``__consumer_offsets-<p>/`` and ``<topic>-<p>/``: partition directories of segment files
   ``{base_offset:020d}.log`` (plus a clean's ``.log.cleaned`` / ``.log.swap`` for a moment);
@@ -21,6 +22,7 @@ from pathlib import Path
 __all__ = [
     "CLEANED_SUFFIX",
     "COORDINATOR_TOPIC",
+    "FORMAT_FILE",
     "HISTORY_DIR",
     "LOCK_FILE",
     "PARTITION_COUNT_FILE",
@@ -30,6 +32,7 @@ __all__ = [
     "TEMP_SUFFIX",
     "TOPICS_FILE",
     "coordinator_partition_dir",
+    "format_file",
     "history_copy_of",
     "history_dir",
     "history_folder",
@@ -46,6 +49,7 @@ __all__ = [
 ]
 
 LOCK_FILE = ".lock"
+FORMAT_FILE = "format.json"
 COORDINATOR_TOPIC = "__consumer_offsets"
 PARTITION_COUNT_FILE = f"{COORDINATOR_TOPIC}.meta.json"
 HISTORY_DIR = "history"
@@ -69,6 +73,10 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 def lock_file(data_dir: Path) -> Path:
     return Path(data_dir) / LOCK_FILE
+
+
+def format_file(data_dir: Path) -> Path:
+    return Path(data_dir) / FORMAT_FILE
 
 
 def partition_count_file(data_dir: Path) -> Path:
