@@ -59,6 +59,7 @@ KP_MODULES = [
     "kafka.protocol.producer.transaction",
     "kafka.protocol.admin.topics",
     "kafka.protocol.admin.groups",
+    "kafka.protocol.admin.configs",
 ]
 
 
