@@ -334,4 +334,8 @@ def write_reference_docs(docs_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    write_reference_docs(Path(__file__).resolve().parents[1] / "docs")
+    from broker import topic_configs
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    write_reference_docs(docs)
+    topic_configs.write_reference(docs / "configuration.md")

@@ -348,6 +348,49 @@ class DataService:
             responses.append({"topic": topic.topic, "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total, settled
 
+    # ---------------------------------------------------------------- DeleteRecords
+
+    def delete_records(self, request: Request, peer: str) -> dict[str, Any]:
+        """Move log start offsets forward, as ReplicaManager.deleteRecords does.
+
+        Offset -1 means the high watermark; an offset past it, or negative, is
+        OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks ``delete`` refuses with
+        POLICY_VIOLATION. The answer's low watermark is the new log start offset, durable
+        before the reply.
+        """
+        topics = []
+        who = request.header.client_id or "-"
+        for wanted in request.body.topics:
+            topic = self.catalog.get(wanted.name)
+            partitions = []
+            for part in wanted.partitions:
+                entry = {"partition_index": part.partition_index, "low_watermark": -1, "error_code": 0}
+                partition = self.catalog.partition(wanted.name, part.partition_index)
+                if topic is None or partition is None:
+                    entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif "delete" not in topic.policies:
+                    entry["error_code"] = int(ErrorCode.POLICY_VIOLATION)
+                else:
+                    end = partition.next_offset
+                    offset = end if part.offset == -1 else part.offset
+                    if not 0 <= offset <= end:
+                        entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    else:
+                        before = partition.log_start_offset
+                        try:
+                            entry["low_watermark"] = partition.advance_log_start(offset)
+                        except OSError as exc:
+                            self._failed(f"moving the log start of {partition.directory}", exc)
+                            entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                        else:
+                            if entry["low_watermark"] != before:
+                                log.info("admin: %s (client %s) deleted records of %s-%d: log start offset %d -> %d",
+                                         peer, who, wanted.name, part.partition_index, before,
+                                         entry["low_watermark"])
+                partitions.append(entry)
+            topics.append({"name": wanted.name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
     # ---------------------------------------------------------------- ListOffsets
 
     def list_offsets(self, request: Request) -> dict[str, Any]:
@@ -385,10 +428,10 @@ class DataService:
             if batch.max_timestamp < timestamp:
                 continue
             if batch.records is None or batch.timestamp_type.value == 1:
-                return batch.max_timestamp, batch.base_offset
+                return batch.max_timestamp, max(batch.base_offset, partition.log_start_offset)
             for record in batch.records:
                 ts = batch.timestamp_of(record)
-                if ts >= timestamp:
+                if ts >= timestamp and batch.offset_of(record) >= partition.log_start_offset:
                     return ts, batch.offset_of(record)
         return best
 
@@ -405,5 +448,6 @@ def register(router: Any, service: DataService) -> None:
     router.register(ApiKey.FETCH, lambda request, peer: service.fetch(request))
     router.register(ApiKey.LIST_OFFSETS, lambda request, peer: service.list_offsets(request))
     router.register(ApiKey.INIT_PRODUCER_ID, lambda request, peer: service.init_producer_id(request))
+    router.register(ApiKey.DELETE_RECORDS, service.delete_records)
 
 

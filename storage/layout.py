@@ -7,6 +7,7 @@ Everything kcoord keeps on disk lives under one data directory (docs/storage.md 
 - ``__consumer_offsets.meta.json``: the coordinator log's partition count;
 - ``__consumer_offsets-<p>/`` and ``<topic>-<p>/``: partition directories of segment files
   ``{base_offset:020d}.log`` (plus a clean's ``.log.cleaned`` / ``.log.swap`` for a moment);
+- ``<topic>-<p>/log-start-offset``: a log start offset DeleteRecords moved inside a segment;
 - ``history/__consumer_offsets-<p>/``: segments the cleaner replaced, kept for the pipeline;
 - ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block.
 
@@ -25,6 +26,7 @@ __all__ = [
     "FORMAT_FILE",
     "HISTORY_DIR",
     "LOCK_FILE",
+    "LOG_START_FILE",
     "PARTITION_COUNT_FILE",
     "PRODUCER_IDS_FILE",
     "SEGMENT_SUFFIX",
@@ -37,6 +39,7 @@ __all__ = [
     "history_dir",
     "history_folder",
     "lock_file",
+    "log_start_file",
     "parse_partition_dir",
     "parse_segment_name",
     "parse_temp_name",
@@ -50,6 +53,8 @@ __all__ = [
 
 LOCK_FILE = ".lock"
 FORMAT_FILE = "format.json"
+#: In a partition directory: the log start offset when it is above the first segment's base.
+LOG_START_FILE = "log-start-offset"
 COORDINATOR_TOPIC = "__consumer_offsets"
 PARTITION_COUNT_FILE = f"{COORDINATOR_TOPIC}.meta.json"
 HISTORY_DIR = "history"
@@ -102,6 +107,11 @@ def temp_file(path: Path) -> Path:
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
     """``<data-dir>/<topic>-<partition>``, for topics and the coordinator log alike."""
     return Path(data_dir) / f"{topic}-{partition}"
+
+
+def log_start_file(partition_directory: Path) -> Path:
+    """Where a partition keeps a log start offset that DeleteRecords moved (one decimal line)."""
+    return Path(partition_directory) / LOG_START_FILE
 
 
 def coordinator_partition_dir(data_dir: Path, partition: int) -> Path:
