@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -703,7 +704,7 @@ class AdminClient:
         version = conn.version(DELETE_TOPICS)
         body: dict[str, Any] = {"timeout_ms": timeout_ms}
         if version >= 6:
-            body["topics"] = [{"name": name, "topic_id": None} for name in names]
+            body["topics"] = [{"name": name, "topic_id": uuid.UUID(int=0)} for name in names]
         else:
             body["topic_names"] = list(names)
         _, reply = conn.request(DELETE_TOPICS, body, version)
