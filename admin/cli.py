@@ -72,6 +72,9 @@ from protocol.errors import ErrorCode
 
 Command = Callable[[AdminClient, argparse.Namespace], int]
 
+#: The environment variable that sets the default of ``--bootstrap-server``.
+BOOTSTRAP_ENV = "KCOORD_BOOTSTRAP_SERVER"
+
 EXIT_CODES = """exit codes:
   0  success
   1  the broker refused or failed the operation (the Kafka error is named)
@@ -139,8 +142,9 @@ def connection_options() -> argparse.ArgumentParser:
     """The options every command that talks to brokers shares (a parent parser)."""
     common = argparse.ArgumentParser(add_help=False)
     conn = common.add_argument_group("connection and output")
-    conn.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT]",
-                      help="brokers to bootstrap from (default 127.0.0.1:9092)")
+    conn.add_argument("--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV, "127.0.0.1:9092"),
+                      metavar="HOST:PORT[,HOST:PORT]",
+                      help=f"brokers to bootstrap from (default: ${BOOTSTRAP_ENV}, else 127.0.0.1:9092)")
     conn.add_argument("--output", choices=("table", "json"), default="table",
                       help="table (for people, the default) or json (stable keys, for programs)")
     conn.add_argument("--timeout", type=_typed(_seconds), default=10.0, metavar="SECONDS",
@@ -605,7 +609,7 @@ def _history_offsets(data_dir: Path, as_of_ms: int, group: str) -> dict[TopicPar
         from pipeline.history import offsets_as_of
     except ImportError as exc:
         raise UsageError(f"restoring --as-of needs the offset history reader (pipeline.history): {exc}; "
-                         "install kcoord[pipeline], or restore --from-file") from None
+                         "run `make pipeline` in the kcoord clone, or restore --from-file") from None
     try:
         history = offsets_as_of(data_dir, as_of_ms, group)
     except (OSError, ValueError) as exc:

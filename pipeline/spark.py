@@ -58,7 +58,8 @@ def check_requirements() -> None:
     for module, package in (("pyspark", "pyspark"), ("pyarrow", "pyarrow")):
         if importlib.util.find_spec(module) is None:
             raise RequirementError(
-                f"{package} is not installed: pip install 'kcoord[pipeline]' (pyspark, pyarrow, pandas)"
+                f"{package} is not installed: run `make pipeline` in the kcoord clone (or `pip install -e "
+                "'.[pipeline]'` there), or use --engine python"
             )
     java = _java_binary()
     if java is None:
