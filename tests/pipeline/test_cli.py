@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,19 @@ def test_tables_show_times_in_utc() -> None:
         "g      2023-11-14T22:13:20.000Z  3",
         "h                                1",
     ]
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs Java 17+")
+def test_spark_engine_prints_only_kcoords_lines_unless_verbose(tmp_path: Path) -> None:
+    """Spark's start-up warnings and log4j lines go to its log file; the result is unchanged."""
+    _small_log(tmp_path)
+    argv = [sys.executable, "-m", "kcoord", "pipeline", "as-of", "--data-dir", str(tmp_path), "--time", str(T0 + 500),
+            "--master", "local[1]"]
+    spark = subprocess.run([*argv, "--engine", "spark"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    python = subprocess.run([*argv, "--engine", "python"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert spark.returncode == 0, spark.stderr
+    lines = spark.stderr.splitlines()
+    assert len(lines) == 2, spark.stderr
+    assert lines[0].startswith("kcoord pipeline: as-of over ") and lines[1].startswith("kcoord pipeline: as-of done")
+    assert spark.stdout == python.stdout
