@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run test lint typecheck unit integration integration-loaded bench bench-pipeline clean \
+.PHONY: run pipeline test lint typecheck unit integration integration-loaded bench bench-pipeline clean \
 	compose-tools compose-wheels compose-base compose-test compose-up compose-down compose-clean \
 	console-deps vendor-chartjs
 
@@ -23,8 +23,13 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# `make run LISTEN=0.0.0.0:9092 DATA_DIR=/var/lib/kcoord` overrides the address and the data directory.
 run: $(VENV)/.installed
 	$(BIN)/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+# The Spark engine of `kcoord pipeline` (pyspark, pyarrow, pandas) in .venv; Spark also needs Java 17+.
+pipeline: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[pipeline]'
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check broker protocol storage pipeline security admin kcoord console tests bench deploy

@@ -61,6 +61,8 @@ from admin.render import (
     assigned_partitions,
     described_group,
     described_group_table,
+    group_state,
+    group_states_table,
     listed_groups,
     listed_groups_table,
     plan_document,
@@ -72,6 +74,9 @@ from admin.security import client_security
 from protocol.errors import ErrorCode
 
 Command = Callable[[AdminClient, argparse.Namespace], int]
+
+#: The environment variable that sets the default of ``--bootstrap-server``.
+BOOTSTRAP_ENV = "KCOORD_BOOTSTRAP_SERVER"
 
 EXIT_CODES = """exit codes:
   0  success
@@ -136,12 +141,13 @@ def _shift(text: str) -> int:
 # ---------------------------------------------------------------------- parsers
 
 
-def register(sub: Any) -> None:
-    """Add ``groups`` and ``offsets`` to the ``kcoord`` parser."""
+def connection_options() -> argparse.ArgumentParser:
+    """The options every command that talks to brokers shares (a parent parser)."""
     common = argparse.ArgumentParser(add_help=False)
     conn = common.add_argument_group("connection and output")
-    conn.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT]",
-                      help="brokers to bootstrap from (default 127.0.0.1:9092)")
+    conn.add_argument("--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV, "127.0.0.1:9092"),
+                      metavar="HOST:PORT[,HOST:PORT]",
+                      help=f"brokers to bootstrap from (default: ${BOOTSTRAP_ENV}, else 127.0.0.1:9092)")
     conn.add_argument("--output", choices=("table", "json"), default="table",
                       help="table (for people, the default) or json (stable keys, for programs)")
     conn.add_argument("--timeout", type=_typed(_seconds), default=10.0, metavar="SECONDS",
@@ -149,6 +155,12 @@ def register(sub: Any) -> None:
     conn.add_argument("--command-config", type=Path, metavar="FILE",
                       help="client security settings with Kafka client property names (security.protocol, "
                            "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...); docs/security.md")
+    return common
+
+
+def register(sub: Any) -> None:
+    """Add ``groups`` and ``offsets`` to the ``kcoord`` parser."""
+    common = connection_options()
 
     groups = sub.add_parser("groups", help="list, describe and delete consumer groups",
                             description="Consumer groups on any Kafka-compatible broker.")
@@ -162,15 +174,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_command(groups_list))
 
     p = gsub.add_parser("describe", parents=[common], epilog=EXIT_CODES, formatter_class=_Formatter, help="a group's offsets, lag and members",
-                        description="A group's state, committed offsets with lag, and members.")
-    p.add_argument("group")
+                        description="Groups' state, committed offsets with lag, and members.")
+    _group_selection(p)
     p.add_argument("--members", action="store_true", help="list the members and their assignments")
     p.add_argument("--offsets", action="store_true", help="list offsets and lag (the default)")
+    p.add_argument("--state", action="store_true",
+                   help="one line per group: coordinator, assignment strategy, state, members")
     p.set_defaults(func=_command(groups_describe))
 
-    p = gsub.add_parser("delete", parents=[common], epilog=EXIT_CODES, formatter_class=_Formatter, help="delete an empty group and its offsets",
-                        description="Delete a group with no members, and its committed offsets.")
-    p.add_argument("group")
+    p = gsub.add_parser("delete", parents=[common], epilog=EXIT_CODES, formatter_class=_Formatter, help="delete empty groups and their offsets",
+                        description="Delete groups with no members, and their committed offsets.")
+    _group_selection(p)
+    p.add_argument("--yes", action="store_true", help="with --all-groups: do not ask for confirmation")
     p.set_defaults(func=_command(groups_delete))
 
     offsets = sub.add_parser("offsets", help="reset, delete, export, import and restore committed offsets",
@@ -253,7 +268,29 @@ def _run_mode_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--dry-run", dest="execute", action="store_false",
                       help="print the plan, commit nothing (the default)")
     mode.add_argument("--execute", dest="execute", action="store_true", help="commit the plan")
+    p.add_argument("--allow-new-group", action="store_true",
+                   help="let --execute create the group when it does not exist yet (a mistyped name "
+                        "is refused without it)")
     p.set_defaults(execute=False)
+
+
+def _group_selection(p: argparse.ArgumentParser) -> None:
+    """A group as kcoord users type it (positional) or as kafka-consumer-groups users do."""
+    p.add_argument("group", nargs="?", help="the group (or give --group, repeatable, or --all-groups)")
+    p.add_argument("--group", dest="group_options", action="append", default=[], metavar="GROUP",
+                   help="a group, as kafka-consumer-groups spells it (repeatable)")
+    p.add_argument("--all-groups", action="store_true", help="every group of the cluster")
+
+
+def _selected_groups(client: AdminClient, args: argparse.Namespace) -> list[str]:
+    named = ([args.group] if args.group else []) + list(args.group_options)
+    if args.all_groups and named:
+        raise UsageError("give either group names or --all-groups, not both")
+    if args.all_groups:
+        return [g.group_id for g in client.list_groups()]
+    if not named:
+        raise UsageError("say which group: GROUP, --group GROUP (repeatable) or --all-groups")
+    return list(dict.fromkeys(named))
 
 
 def _command(run: Command) -> Callable[[argparse.Namespace], int]:
@@ -289,25 +326,76 @@ def groups_list(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def groups_describe(client: AdminClient, args: argparse.Namespace) -> int:
-    description = client.describe_group(args.group)
-    committed = client.fetch_offsets(args.group)
-    if description.state == "Dead" and not committed:
-        raise BrokerError(f"group {args.group!r} does not exist", ErrorCode.GROUP_ID_NOT_FOUND)
-    wanted = set(committed)
-    for member in description.members:
-        wanted.update(assigned_partitions(member, description.protocol_type) or [])
-    existing = _existing_partitions(client, wanted)
-    log_ends = client.list_offsets({tp: LATEST_TIMESTAMP for tp in existing})
-    document = described_group(description, committed, log_ends)
+    names = _selected_groups(client, args)
+    documents = []
+    for name in names:
+        description = client.describe_group(name)
+        committed = client.fetch_offsets(name)
+        if description.state == "Dead" and not committed:
+            if args.all_groups:
+                continue  # deleted since it was listed
+            raise BrokerError(f"group {name!r} does not exist", ErrorCode.GROUP_ID_NOT_FOUND)
+        if args.state:
+            documents.append(group_state(description))
+            continue
+        wanted = set(committed)
+        for member in description.members:
+            wanted.update(assigned_partitions(member, description.protocol_type) or [])
+        existing = _existing_partitions(client, wanted)
+        log_ends = client.list_offsets({tp: LATEST_TIMESTAMP for tp in existing})
+        documents.append(described_group(description, committed, log_ends))
+    if args.state:
+        _emit(args, {"groups": documents}, group_states_table(documents) if documents else "No groups.")
+        return EXIT_OK
     show_offsets = args.offsets or not args.members
-    _emit(args, document, described_group_table(document, members=args.members, offsets=show_offsets))
+    text = "\n\n".join(described_group_table(d, members=args.members, offsets=show_offsets) for d in documents)
+    single = len(names) == 1 and not args.all_groups
+    _emit(args, documents[0] if single else {"groups": documents}, text or "No groups.")
     return EXIT_OK
 
 
 def groups_delete(client: AdminClient, args: argparse.Namespace) -> int:
-    client.delete_group(args.group)
-    _emit(args, {"group": args.group, "deleted": True}, f"Deleted group {args.group!r} and its offsets.")
+    names = _selected_groups(client, args)
+    if args.all_groups:
+        if not names:
+            _emit(args, {"deleted": [], "failed": []}, "No groups.")
+            return EXIT_OK
+        _confirm(f"Delete all {len(names)} group{'s' if len(names) != 1 else ''} of the cluster "
+                 f"({_listed(names)}) and their committed offsets?", args.yes)
+    if len(names) == 1 and not args.all_groups:
+        client.delete_group(names[0])
+        _emit(args, {"group": names[0], "deleted": True}, f"Deleted group {names[0]!r} and its offsets.")
+        return EXIT_OK
+    deleted: list[str] = []
+    failed: list[tuple[str, AdminError]] = []
+    for name in names:
+        try:
+            client.delete_group(name)
+        except (BrokerError, GroupStateError) as exc:
+            failed.append((name, exc))
+        else:
+            deleted.append(name)
+    document = {"deleted": deleted, "failed": [{"group": g, "error": e.message} for g, e in failed]}
+    rows = [(g, "deleted") for g in deleted] + [(g, e.message) for g, e in failed]
+    _emit(args, document, table(("GROUP", "RESULT"), rows))
+    if failed:
+        raise type(failed[0][1])(f"{len(failed)} of {len(names)} groups were not deleted (see above)")
     return EXIT_OK
+
+
+def _confirm(question: str, assume_yes: bool) -> None:
+    """Ask on the terminal; without one, ``--yes`` is the only way to say yes."""
+    if assume_yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question.rstrip('?')}: add --yes to confirm (there is no terminal to ask on)")
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UsageError("not confirmed: nothing was deleted")
+
+
+def _listed(names: list[str], limit: int = 5) -> str:
+    return ", ".join(names[:limit]) + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
 # ---------------------------------------------------------------------- partition scope
@@ -377,8 +465,20 @@ def _log_range(client: AdminClient, partitions: set[TopicPartition] | dict[Topic
     return ranges
 
 
+def _group_exists(client: AdminClient, group: str) -> bool:
+    """A group exists when it has members or committed offsets (an unknown one is described as Dead)."""
+    return client.describe_group(group).state != "Dead" or bool(client.fetch_offsets(group))
+
+
 def _finish_plan(client: AdminClient, args: argparse.Namespace, group: str, action: str,
                  rows: list[PlanRow], steps: Steps | None = None) -> int:
+    if not _group_exists(client, group):
+        if args.execute and not args.allow_new_group:
+            raise UsageError(f"group {group!r} does not exist; committing would create it. Check the name "
+                             "(kcoord groups list), or add --allow-new-group to create it")
+        if not args.execute:
+            print(f"note: group {group!r} does not exist; --execute would create it and needs "
+                  "--allow-new-group", file=sys.stderr)
     if args.execute:
         _require_committable(client, group)
         offsets = {(r.topic, r.partition): CommittedOffset(r.new, r.leader_epoch, r.metadata)
@@ -451,25 +551,34 @@ def offsets_reset(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def offsets_delete(client: AdminClient, args: argparse.Namespace) -> int:
+    """OffsetDelete; a named partition the topic does not have is a usage error (exit 2), as for reset."""
     committed = client.fetch_offsets(args.group)
     cluster = client.metadata(sorted({s.topic for s in args.topics}))
     chosen: set[TopicPartition] = set()
     for spec in args.topics:
+        known = sorted(cluster.leaders.get(spec.topic, {}))
+        from_group = {tp for tp in committed if tp[0] == spec.topic}
         if spec.partitions is not None:
+            missing = [p for p in spec.partitions if p not in known and (spec.topic, p) not in committed]
+            if missing and not known and not from_group:
+                raise UsageError(f"topic {spec.topic!r} does not exist and group {args.group!r} has no offsets for it")
+            if missing:
+                raise UsageError(f"topic {spec.topic!r} has partitions 0-{len(known) - 1}; "
+                                 f"no partition {', '.join(map(str, missing))}")
             chosen.update((spec.topic, p) for p in spec.partitions)
             continue
         # every partition of the topic, and any committed for a topic that no longer exists
-        from_topic = {(spec.topic, p) for p in cluster.leaders.get(spec.topic, {})}
-        from_group = {tp for tp in committed if tp[0] == spec.topic}
+        from_topic = {(spec.topic, p) for p in known}
         if not from_topic and not from_group:
             raise UsageError(f"topic {spec.topic!r} does not exist and group {args.group!r} has no offsets for it")
         chosen |= from_topic | from_group
     client.delete_offsets(args.group, chosen)
     rows = sorted(chosen)
+    deleted = [(t, p, committed[(t, p)].offset if (t, p) in committed else None) for t, p in rows]
     document = {"group": args.group,
-                "deleted": [{"topic": t, "partition": p, "had_offset": (t, p) in committed} for t, p in rows]}
-    text = table(("GROUP", "TOPIC", "PARTITION", "DELETED-OFFSET"),
-                 [(args.group, t, p, committed[(t, p)].offset if (t, p) in committed else None) for t, p in rows])
+                "deleted": [{"topic": t, "partition": p, "had_offset": offset is not None, "offset": offset}
+                            for t, p, offset in deleted]}
+    text = table(("GROUP", "TOPIC", "PARTITION", "DELETED-OFFSET"), [(args.group, *row) for row in deleted])
     _emit(args, document, text + f"\n\nDeleted the offsets of {len(rows)} partition"
                                  f"{'s' if len(rows) != 1 else ''} for group {args.group!r}.")
     return EXIT_OK
@@ -525,7 +634,7 @@ def _history_offsets(data_dir: Path, as_of_ms: int, group: str) -> dict[TopicPar
         from pipeline.history import offsets_as_of
     except ImportError as exc:
         raise UsageError(f"restoring --as-of needs the offset history reader (pipeline.history): {exc}; "
-                         "install kcoord[pipeline], or restore --from-file") from None
+                         "run `make pipeline` in the kcoord clone, or restore --from-file") from None
     try:
         history = offsets_as_of(data_dir, as_of_ms, group)
     except (OSError, ValueError) as exc:

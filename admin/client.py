@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -27,6 +28,8 @@ TopicPartition = tuple[str, int]
 T = TypeVar("T")
 
 API_VERSIONS = 18
+PRODUCE = 0
+FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 OFFSET_COMMIT = 8
@@ -34,9 +37,25 @@ OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 CONSUMER_GROUP_DESCRIBE = 69
+
+#: ConfigResource types and IncrementalAlterConfigs operations (Kafka's ids).
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+CONFIG_SET = 0
+CONFIG_DELETE = 1
+#: DescribeConfigs config_source ids, by Kafka's names.
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                  4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -162,6 +181,15 @@ class Connection:
                 f"this client speaks v{message.min_version}-{message.max_version}")
         return high
 
+    def send_only(self, api_key: int, body: dict[str, Any]) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        self.correlation_id += 1
+        frame = encode_request(api_key, self.version(api_key), self.correlation_id, body, CLIENT_ID)
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise UnreachableError(f"lost the connection to {self.address}: {_reason(exc)}") from None
+
     def request(self, api_key: int, body: dict[str, Any], version: int | None = None) -> tuple[int, Any]:
         """Send ``body`` at the negotiated version; (version, decoded response body)."""
         if version is None:
@@ -184,6 +212,15 @@ class Node:
     port: int
 
 
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+
+
 @dataclass
 class Cluster:
     """What Metadata said: brokers, and for each topic its error and partition leaders."""
@@ -191,6 +228,35 @@ class Cluster:
     brokers: dict[int, Node]
     topic_errors: dict[str, int]
     leaders: dict[str, dict[int, int]]  # topic -> partition -> leader node id
+    controller: int = -1
+    partitions: dict[str, list[PartitionInfo]] = field(default_factory=dict)
+    internal: set[str] = field(default_factory=set)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One config as DescribeConfigs reported it."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool = False
+    sensitive: bool = False
+    synonyms: tuple[tuple[str, str | None, str], ...] = ()
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == "DEFAULT_CONFIG"
+
+
+@dataclass(frozen=True)
+class TopicResult:
+    """One topic's answer to CreateTopics, DeleteTopics, CreatePartitions or an alter."""
+
+    name: str
+    error: int
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -309,15 +375,22 @@ class AdminClient:
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False,
         }, version)
         brokers = {int(b.node_id): Node(int(b.node_id), b.host, int(b.port)) for b in reply.brokers}
-        errors: dict[str, int] = {}
-        leaders: dict[str, dict[int, int]] = {}
+        cluster = Cluster(brokers, {}, {}, int(reply.get("controller_id", -1)))
         for topic in reply.topics:
             if topic.name is None:
                 continue
-            errors[topic.name] = int(topic.error_code)
+            cluster.topic_errors[topic.name] = int(topic.error_code)
+            if topic.get("is_internal", False):
+                cluster.internal.add(topic.name)
+            if topic.get("topic_id") is not None:
+                cluster.topic_ids[topic.name] = str(topic.topic_id)
             if topic.error_code == E.NONE:
-                leaders[topic.name] = {int(p.partition_index): int(p.leader_id) for p in topic.partitions}
-        return Cluster(brokers, errors, leaders)
+                cluster.leaders[topic.name] = {int(p.partition_index): int(p.leader_id) for p in topic.partitions}
+                cluster.partitions[topic.name] = sorted(
+                    (PartitionInfo(int(p.partition_index), int(p.leader_id), tuple(p.replica_nodes),
+                                   tuple(p.isr_nodes), tuple(p.get("offline_replicas", []) or []))
+                     for p in topic.partitions), key=lambda info: info.partition)
+        return cluster
 
     def partitions_of(self, topics: Iterable[str]) -> dict[str, list[int]]:
         """Each topic's partitions, in order; an unknown topic is a usage error."""
@@ -652,6 +725,140 @@ class AdminClient:
         earliest = self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in partitions})
         latest = self.list_offsets({tp: LATEST_TIMESTAMP for tp in partitions})
         return {tp: (earliest[tp], latest[tp]) for tp in partitions}
+
+
+    # ------------------------------------------------------------------ topics
+
+    def controller(self) -> Connection:
+        """The controller when Metadata names one (topic changes go there on ZooKeeper-era Kafka)."""
+        cluster = self.metadata([])
+        node = cluster.brokers.get(cluster.controller)
+        return self.node(node) if node is not None else self.any_broker()
+
+    def create_topics(self, topics: list[tuple[str, int, int, dict[str, str]]], validate_only: bool = False,
+                      timeout_ms: int = 30000) -> list[TopicResult]:
+        """CreateTopics for (name, partitions, replication factor, configs); -1 takes the broker default."""
+        conn = self.controller()
+        version = conn.version(CREATE_TOPICS)
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+                           for name, partitions, replication, configs in topics],
+                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        if validate_only and version < 1:
+            raise BrokerError(f"the broker at {conn.address} cannot validate without creating (CreateTopics v0)")
+        _, reply = conn.request(CREATE_TOPICS, body, version)
+        return [TopicResult(t.name, int(t.error_code), t.get("error_message")) for t in reply.topics]
+
+    def delete_topics(self, names: list[str], timeout_ms: int = 30000) -> list[TopicResult]:
+        conn = self.controller()
+        version = conn.version(DELETE_TOPICS)
+        body: dict[str, Any] = {"timeout_ms": timeout_ms}
+        if version >= 6:
+            body["topics"] = [{"name": name, "topic_id": uuid.UUID(int=0)} for name in names]
+        else:
+            body["topic_names"] = list(names)
+        _, reply = conn.request(DELETE_TOPICS, body, version)
+        return [TopicResult(r.name, int(r.error_code), r.get("error_message")) for r in reply.responses]
+
+    def create_partitions(self, counts: dict[str, int], validate_only: bool = False,
+                          timeout_ms: int = 30000) -> list[TopicResult]:
+        conn = self.controller()
+        body = {"topics": [{"name": name, "count": count, "assignments": None} for name, count in counts.items()],
+                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        _, reply = conn.request(CREATE_PARTITIONS, body)
+        return [TopicResult(r.name, int(r.error_code), r.get("error_message")) for r in reply.results]
+
+    # ------------------------------------------------------------------ configs
+
+    def describe_configs(self, resource_type: int, name: str, keys: list[str] | None = None,
+                         synonyms: bool = False) -> list[ConfigValue]:
+        """One resource's configs (a broker's are asked of that broker)."""
+        conn = self.any_broker()
+        if resource_type == RESOURCE_BROKER and name:
+            node = self.metadata([]).brokers.get(int(name)) if name.isdigit() else None
+            if node is None:
+                raise UsageError(f"broker {name!r} is not in the cluster")
+            conn = self.node(node)
+        version = conn.version(DESCRIBE_CONFIGS)
+        _, reply = conn.request(DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
+            "include_synonyms": synonyms, "include_documentation": False}, version)
+        (result,) = reply.results
+        if result.error_code == E.UNKNOWN_TOPIC_OR_PARTITION:
+            raise UsageError(f"topic {name!r} does not exist")
+        if result.error_code != E.NONE:
+            raise BrokerError(f"DescribeConfigs for {name!r} failed" + (f" ({result.error_message})"
+                                                                       if result.error_message else ""),
+                              result.error_code)
+        values = []
+        for c in result.configs:
+            source = CONFIG_SOURCES.get(int(c.get("config_source", -1)), "UNKNOWN")
+            if version == 0:
+                source = "DEFAULT_CONFIG" if c.get("is_default") else (
+                    "TOPIC_CONFIG" if resource_type == RESOURCE_TOPIC else "STATIC_BROKER_CONFIG")
+            values.append(ConfigValue(
+                c.name, c.value, source, bool(c.read_only), bool(c.is_sensitive),
+                tuple((s.name, s.value, CONFIG_SOURCES.get(int(s.source), "UNKNOWN"))
+                      for s in c.get("synonyms", []) or [])))
+        return sorted(values, key=lambda v: v.name)
+
+    def alter_configs(self, resource_type: int, name: str, set_configs: dict[str, str],
+                      delete_configs: list[str], validate_only: bool = False) -> None:
+        """IncrementalAlterConfigs SET and DELETE (KIP-339); a refusal is a BrokerError naming Kafka's reason."""
+        conn = self.any_broker()
+        configs = [{"name": k, "config_operation": CONFIG_SET, "value": v} for k, v in set_configs.items()]
+        configs += [{"name": k, "config_operation": CONFIG_DELETE, "value": None} for k in delete_configs]
+        _, reply = conn.request(INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}],
+            "validate_only": validate_only})
+        (response,) = reply.responses
+        if response.error_code == E.UNKNOWN_TOPIC_OR_PARTITION:
+            raise UsageError(f"topic {name!r} does not exist")
+        if response.error_code in (E.INVALID_CONFIG, E.INVALID_REQUEST):
+            raise UsageError(f"{response.error_message or 'invalid config'} ({error_name(response.error_code)})")
+        if response.error_code != E.NONE:
+            raise BrokerError(f"IncrementalAlterConfigs for {name!r} failed"
+                              + (f" ({response.error_message})" if response.error_message else ""),
+                              response.error_code)
+
+    # ------------------------------------------------------------------ records
+
+    def delete_records(self, offsets: dict[TopicPartition, int],
+                       timeout_ms: int = 30000) -> dict[TopicPartition, tuple[int, int]]:
+        """DeleteRecords, asked of each partition's leader: (error code, low watermark) per partition."""
+        cluster = self.metadata(sorted({t for t, _ in offsets}))
+        by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            leader = cluster.leaders.get(topic, {}).get(partition)
+            if leader is None:
+                raise UsageError(f"topic {topic!r} has no partition {partition}" if topic in cluster.leaders
+                                 else f"topic {topic!r} does not exist")
+            by_leader.setdefault(leader, {}).setdefault(topic, []).append(
+                {"partition_index": partition, "offset": offset})
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        for leader, topics in by_leader.items():
+            node = cluster.brokers.get(leader)
+            if node is None:
+                raise BrokerError(f"the leader of {', '.join(topics)} is not available", E.LEADER_NOT_AVAILABLE)
+            _, reply = self.node(node).request(DELETE_RECORDS, {
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()], "timeout_ms": timeout_ms})
+            for topic in reply.topics:
+                for p in topic.partitions:
+                    result[(topic.name, int(p.partition_index))] = (int(p.error_code), int(p.low_watermark))
+        return result
+
+    def leader_of(self, topic: str, partition: int) -> Connection:
+        cluster = self.metadata([topic])
+        leader = cluster.leaders.get(topic, {}).get(partition)
+        node = cluster.brokers.get(leader) if leader is not None else None
+        if node is None:
+            code = cluster.topic_errors.get(topic, E.UNKNOWN_TOPIC_OR_PARTITION)
+            if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NONE):
+                raise UsageError(f"topic {topic!r} does not exist" if code else
+                                 f"topic {topic!r} has no partition {partition}")
+            raise BrokerError(f"no leader for {topic}-{partition}", code)
+        return self.node(node)
 
 
 def describe_failures(failed: dict[TopicPartition, int]) -> str:

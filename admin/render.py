@@ -134,6 +134,7 @@ def described_group(
     log_ends: dict[TopicPartition, int],
 ) -> dict[str, Any]:
     node = description.coordinator
+    offsets = described_offsets(description, committed, log_ends)
     document: dict[str, Any] = {
         "group": description.group_id,
         "type": description.group_type,
@@ -142,12 +143,34 @@ def described_group(
         "protocol": description.protocol,
         "coordinator": None if node is None else {"node_id": node.node_id, "host": node.host, "port": node.port},
         "members": described_members(description),
-        "offsets": described_offsets(description, committed, log_ends),
+        "offsets": offsets,
+        "total_lag": sum(r["lag"] for r in offsets if r["lag"] is not None),
     }
     if description.group_epoch is not None:
         document["group_epoch"] = description.group_epoch
         document["assignment_epoch"] = description.assignment_epoch
     return document
+
+
+def group_state(description: GroupDescription) -> dict[str, Any]:
+    """``groups describe --state``: one group's coordinator, strategy, state and member count."""
+    node = description.coordinator
+    return {
+        "group": description.group_id,
+        "coordinator": None if node is None else {"node_id": node.node_id, "host": node.host, "port": node.port},
+        "assignment_strategy": description.protocol or None,
+        "state": description.state,
+        "members": len(description.members),
+    }
+
+
+def group_states_table(documents: list[dict[str, Any]]) -> str:
+    rows = []
+    for d in documents:
+        node = d["coordinator"]
+        where = None if node is None else f"{node['host']}:{node['port']} ({node['node_id']})"
+        rows.append((d["group"], where, d["assignment_strategy"], d["state"], d["members"]))
+    return table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"), rows)
 
 
 def described_group_table(document: dict[str, Any], members: bool, offsets: bool) -> str:
@@ -170,7 +193,9 @@ def described_group_table(document: dict[str, Any], members: bool, offsets: bool
         rows = [(document["group"], r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"],
                  r["member_id"], r["host"], r["client_id"]) for r in document["offsets"]]
         parts.append(table(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                            "CONSUMER-ID", "HOST", "CLIENT-ID"), rows) if rows
+                            "CONSUMER-ID", "HOST", "CLIENT-ID"), rows)
+                     + f"\n\nTotal lag: {document['total_lag']} across {len(rows)} "
+                       f"partition{'s' if len(rows) != 1 else ''}" if rows
                      else f"Group {document['group']!r} has no committed offsets and no assigned partitions.")
     if members:
         rows = []

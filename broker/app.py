@@ -21,6 +21,7 @@ from broker.context import BrokerContext
 from broker.data_service import DataService
 from broker.group_service import GroupService
 from broker.handlers import cluster
+from broker.handlers import configs as config_handlers
 from broker.handlers import groups as group_handlers
 from broker.handlers import topics as topic_handlers
 from broker.lag import LagCollector
@@ -88,6 +89,11 @@ class Broker:
                         lambda r, _: security.alter_user_scram_credentials(r, router.session.principal))
         router.register(ApiKey.METADATA, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
         router.register(ApiKey.CREATE_TOPICS, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
+        router.register(ApiKey.DESCRIBE_CONFIGS,
+                        lambda r, _: config_handlers.handle_describe_configs(ctx, catalog, r))
+        router.register(ApiKey.ALTER_CONFIGS, lambda r, _: config_handlers.handle_alter_configs(ctx, catalog, r))
+        router.register(ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                        lambda r, _: config_handlers.handle_incremental_alter_configs(ctx, catalog, r))
         # The coordinator hears of deleted and grown topics through the catalogue's listener
         # hook; these replies wait until what it wrote about them is durable.
         router.register(ApiKey.DELETE_TOPICS, lambda r, _: groups.respond_after(

@@ -61,22 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     return result
 
 
-def _is_host_port(text: str) -> bool:
-    from broker.server import parse_listen
-
-    try:
-        parse_listen(text)
-    except ValueError:
-        return False
-    return True
-
-
 def serve_command(args: argparse.Namespace) -> int:
+    """Run the broker; exit 2 for what the operator must change, 1 for a failure to run.
+
+    Every start-up failure is one line that names its cause: the configuration (a key,
+    ``--listen``), the data directory (not a directory, not writable, a newer format),
+    its lock (another broker uses it) or the listen address (busy, not local).
+    """
     import trio
 
     from broker.listeners import parse_listeners, server_ssl_context
-    from broker.server import lock_data_dir, parse_listen, run_server
+    from broker.server import ListenError, lock_data_dir, parse_listen, run_server
     from storage.coordinator_log import PartitionCountError
+    from storage.data_dir import DataDirError, check_format, prepare
     from storage.partition import CorruptLogError
 
     logs.configure(args.log_level, args.log_format)
@@ -85,23 +82,32 @@ def serve_command(args: argparse.Namespace) -> int:
         specs = parse_listeners(config, parse_listen(args.listen))
         if any(spec.tls for spec in specs):
             server_ssl_context(config)
-        if args.http_listen is not None and not _is_host_port(args.http_listen):
-            raise ValueError(f"--http-listen {args.http_listen!r}: expected HOST:PORT")
+        if args.http_listen is not None:
+            parse_listen(args.http_listen, "--http-listen")
     except (ConfigError, ValueError) as exc:
-        print(f"kcoord: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"configuration error: {exc}", 2)
     try:
+        prepare(args.data_dir)
         with lock_data_dir(args.data_dir):
+            check_format(args.data_dir)
             trio.run(partial(run_server, http_listen=args.http_listen, http_extension=args.http_extension,
                              request_logging=args.request_log),
                      config, args.listen, args.data_dir)
+    except DataDirError as exc:
+        return _fail(str(exc), 2)
+    except ListenError as exc:
+        return _fail(str(exc), 2 if exc.configuration else 1)
     except (RuntimeError, CorruptLogError, PartitionCountError) as exc:
-        print(f"kcoord: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc), 1)
     except OSError as exc:
-        print(f"kcoord: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _fail(f"data directory {args.data_dir}: {exc.strerror or exc}{where}", 1)
     return 0
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"kcoord: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

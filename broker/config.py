@@ -7,6 +7,7 @@ broker binds a socket.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -18,11 +19,54 @@ class ConfigError(ValueError):
     """A configuration problem, with a message that names the key."""
 
 
+MAX_PORT = 65535
+_LISTENER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_host_port(text: str, what: str, *, allow_any_port: bool = True,
+                    allow_empty_host: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 hosts in brackets) checked at configuration time.
+
+    ``what`` names the option in the error. Port 0 ("any free port") is allowed only for
+    addresses the broker binds (``allow_any_port``); a port above 65535 is always an
+    error, rather than the silent wrap-around the socket layer would do.
+    """
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]") if host.startswith("[") and host.endswith("]") else host
+    if not sep or not (host or allow_empty_host) or not port.isdigit():
+        raise ConfigError(f"{what} {text!r}: expected HOST:PORT")
+    number = int(port)
+    lowest = 0 if allow_any_port else 1
+    if not lowest <= number <= MAX_PORT:
+        raise ConfigError(f"{what} {text!r}: port {number} is not between {lowest} and {MAX_PORT}")
+    return host, number
+
+
+def parse_listeners(text: str, what: str, *, allow_any_port: bool = False) -> list[tuple[str, str, int]]:
+    """Kafka's listener list ``NAME://HOST:PORT[,NAME://HOST:PORT...]`` as (name, host, port).
+
+    Names are upper-cased, as Kafka's listener names are matched. Port 0 is allowed only for
+    addresses the broker binds (``listeners``), not for addresses it advertises.
+    """
+    found = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        if not sep or not _LISTENER_NAME.fullmatch(name):
+            raise ConfigError(f"{what}: {item!r} is not NAME://HOST:PORT (for example PLAINTEXT://localhost:9092)")
+        # A listener to bind may leave its host empty (every interface), as Kafka's may.
+        host, port = parse_host_port(address, what, allow_any_port=allow_any_port, allow_empty_host=allow_any_port)
+        found.append((name.upper(), host, port))
+    return found
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
-    kind: type  # int, bool, str
-    default: Any
+    kind: type  # int, bool, str, float
+    default: Any  # None: unset unless given (as Kafka's log.retention.ms)
     doc: str
     check: Callable[[Any], bool] | None = None
     rule: str = ""
@@ -40,7 +84,16 @@ def _one_of(*choices: str) -> Callable[[Any], bool]:
     return lambda v: v in choices
 
 
+def _list_of(*choices: str) -> Callable[[Any], bool]:
+    return lambda v: bool(v.strip()) and all(item.strip() in choices for item in v.split(","))
+
+
+def _level(default: int, low: int, high: int) -> Callable[[Any], bool]:
+    return lambda v: v == default or low <= v <= high
+
+
 INT32_MAX = 2147483647
+INT64_MAX = 2**63 - 1
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("node.id", int, 0, "The id this broker advertises in Metadata and FindCoordinator.",
@@ -194,7 +247,41 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log.flush.policy", str, "durable",
             "'durable': fsync before acknowledging; 'os': leave flushing to the OS.",
             _one_of("durable", "os"), "one of durable, os"),
-    Setting("log.segment.bytes", int, 1073741824, "Segment size of topic partitions.", _positive, "> 0"),
+    Setting("log.segment.bytes", int, 1073741824,
+            "Segment size of topic partitions; the default of a topic's segment.bytes.", lambda v: v >= 14, ">= 14"),
+    Setting("log.retention.hours", int, 168,
+            "How long topics with cleanup.policy=delete keep data; the default of a topic's retention.ms "
+            "unless log.retention.minutes or log.retention.ms is set (negative: forever)."),
+    Setting("log.retention.minutes", int, None, "As log.retention.hours, in minutes; wins over it."),
+    Setting("log.retention.ms", int, None,
+            "As log.retention.hours, in milliseconds; wins over both (-1: forever)."),
+    Setting("log.retention.bytes", int, -1,
+            "Size a partition of a topic with cleanup.policy=delete is trimmed to; the default of a topic's "
+            "retention.bytes (-1: no limit)."),
+    Setting("log.cleanup.policy", str, "delete", "The default cleanup.policy of topics.",
+            _list_of("delete", "compact"), "delete, compact or both, comma-separated"),
+    Setting("compression.type", str, "producer",
+            "The default compression.type of topics: producer keeps what producers send; uncompressed, gzip, "
+            "snappy, lz4 or zstd recompress every batch on the broker.",
+            _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+            "one of uncompressed, zstd, lz4, snappy, gzip, producer"),
+    Setting("compression.gzip.level", int, -1, "gzip level of broker-side recompression.",
+            _level(-1, 1, 9), "-1 or 1-9"),
+    Setting("compression.lz4.level", int, 9, "lz4 level of broker-side recompression.", _level(9, 1, 17), "1-17"),
+    Setting("compression.zstd.level", int, 3, "zstd level of broker-side recompression.",
+            _level(3, -131072, 22), "-131072 to 22"),
+    Setting("message.max.bytes", int, 1048588,
+            "Largest record batch a topic accepts (after compression); the default of a topic's "
+            "max.message.bytes.", _non_negative, ">= 0"),
+    Setting("log.message.timestamp.type", str, "CreateTime", "The default message.timestamp.type of topics.",
+            _one_of("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
+    Setting("log.message.timestamp.before.max.ms", int, INT64_MAX,
+            "The default message.timestamp.before.max.ms of topics.", _non_negative, ">= 0"),
+    Setting("log.message.timestamp.after.max.ms", int, INT64_MAX,
+            "The default message.timestamp.after.max.ms of topics.", _non_negative, ">= 0"),
+    Setting("min.insync.replicas", int, 1,
+            "The default min.insync.replicas of topics; kcoord has one replica, so above 1 acks=all "
+            "produce is refused with NOT_ENOUGH_REPLICAS, as Kafka refuses it.", _positive, ">= 1"),
     Setting("log.cleaner.enable", bool, True,
             "Compact the coordinator log in the background (latest record per key, then tombstones go)."),
     Setting("log.cleaner.backoff.ms", int, 15000, "How long the cleaner sleeps between checks.",
@@ -263,6 +350,8 @@ class Config(Mapping[str, Any]):
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         values = {s.name: s.default for s in SETTINGS}
+        #: The keys the operator set (in the file or with --set), as opposed to defaults.
+        self.explicit = frozenset((overrides or {}).keys())
         for name, raw in (overrides or {}).items():
             setting = _BY_NAME.get(name)
             if setting is None:
@@ -286,6 +375,10 @@ class Config(Mapping[str, Any]):
         if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than "
                               "group.consumer.session.timeout.ms")
+        if values["listeners"]:
+            parse_listeners(values["listeners"], "listeners", allow_any_port=True)
+        if values["advertised.listeners"]:
+            parse_listeners(values["advertised.listeners"], "advertised.listeners")
         self._values = values
 
     def __getitem__(self, key: str) -> Any:
@@ -339,7 +432,8 @@ def reference_markdown() -> str:
     """The configuration reference table (docs/configuration.md embeds it verbatim)."""
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for s in SETTINGS:
-        default = str(s.default).lower() if s.kind is bool else repr(s.default) if s.kind is str else s.default
+        default = ("(unset)" if s.default is None else str(s.default).lower() if s.kind is bool
+                   else repr(s.default) if s.kind is str else s.default)
         rule = f" ({s.rule})" if s.rule else ""
         lines.append(f"| `{s.name}` | {s.kind.__name__} | `{default}` | {s.doc}{rule} |")
     return "\n".join(lines) + "\n"
@@ -361,4 +455,8 @@ def write_reference_docs(docs_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    write_reference_docs(Path(__file__).resolve().parents[1] / "docs")
+    from broker import topic_configs
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    write_reference_docs(docs)
+    topic_configs.write_reference(docs / "configuration.md")

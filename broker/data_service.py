@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
@@ -20,12 +21,13 @@ import trio
 
 from broker.metrics import REQUEST_BUCKETS, Family, Histogram, counter, gauge
 from broker.producers import ProducerIds, ProducerStates
+from broker.record_validation import Refused, TopicRules, validate
 from broker.slots import Slot
 from broker.topics import TopicCatalog
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
-from protocol.records import MAGIC, scan_batches, set_log_append_time
+from protocol.records import MAGIC, scan_batches
 from storage.cleaner import CleanResult
 from storage.group_commit import GroupCommit
 from storage.journal import Journal
@@ -37,6 +39,20 @@ log = logging.getLogger("kcoord.data")
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+#: One broker: every partition has exactly one in-sync replica, its leader.
+IN_SYNC_REPLICAS = 1
+
+
+@dataclass
+class PartitionResult:
+    """One partition's Produce answer."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = -1
+    message: str | None = None
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    log_start: int = -1
 
 
 def _raise(what: str, error: OSError) -> None:
@@ -133,10 +149,10 @@ class DataService:
         if self.cleaner is None:
             return {}
         results: dict[str, CleanResult] = {}
-        for _, partition in self._partitions_with("compact"):
-            if partition.dirty_ratio() < self.cleaner["min_dirty_ratio"]:
+        for topic, partition in self._partitions_with("compact"):
+            if partition.dirty_ratio() < float(topic.config("min.cleanable.dirty.ratio")):
                 continue
-            result = partition.compact(now_ms, self.cleaner["delete_retention_ms"])
+            result = partition.compact(now_ms, int(topic.config("delete.retention.ms")))
             results[partition.directory.name] = result
             if result.bytes_after != result.bytes_before:
                 log.info("compacted %s: %s", partition.directory.name, result)
@@ -148,61 +164,70 @@ class DataService:
         body = request.body
         header = request.header
         if body.get("transactional_id") is not None:
-            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-            return self._produce_reply(body, lambda t, p: (error, -1, -1, "kcoord does not support transactions"))
-        results: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None]] = {}
+            refused = PartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      message="kcoord does not support transactions")
+            return self._produce_reply(body, lambda t, p: refused)
+        results: dict[tuple[str, int], PartitionResult] = {}
         now = self.clock_ms()
         for topic in body.topic_data:
             for part in topic.partition_data:
-                results[(topic.name, part.index)] = self._append(topic.name, part.index, part.records, now)
+                results[(topic.name, part.index)] = self._append(topic.name, part.index, part.records, now,
+                                                                 body.acks)
                 if self.stopped:
                     return None
         if body.acks == 0:
             return None
         reply = self._produce_reply(body, lambda t, p: results[(t, p)])
-        if body.acks == -1 and self.durable and any(r[1] >= 0 for r in results.values()):
+        if body.acks == -1 and self.durable and any(r.base_offset >= 0 for r in results.values()):
             slot = Slot(header.api_key, header.api_version, header.correlation_id)
             slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id, reply)
             self.commit.reply_when_durable(self._journal.written_seq, slot)
             return slot
         return reply
 
-    def _append(self, topic_name: str, index: int, records: bytes | None,
-                now: int) -> tuple[ErrorCode, int, int, str | None]:
+    def _append(self, topic_name: str, index: int, records: bytes | None, now: int,
+                acks: int) -> PartitionResult:
         partition = self.catalog.partition(topic_name, index)
         if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None
+            return PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not records:
-            return ErrorCode.INVALID_RECORD, -1, -1, "no record batch"
+            return PartitionResult(ErrorCode.INVALID_RECORD, message="no record batch")
         if len(records) >= 17 and records[16] != MAGIC:
-            return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, "only record batch v2 (magic 2) is accepted"
+            return PartitionResult(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                                   message="only record batch v2 (magic 2) is accepted")
         batches, valid = scan_batches(records)
         if valid != len(records) or not batches:
-            return ErrorCode.CORRUPT_MESSAGE, -1, -1, "record batch failed its CRC or size check"
+            return PartitionResult(ErrorCode.CORRUPT_MESSAGE, message="record batch failed its CRC or size check")
         topic = self.catalog.get(topic_name)
         assert topic is not None
+        min_isr = int(topic.config("min.insync.replicas"))
+        if acks == -1 and min_isr > IN_SYNC_REPLICAS:
+            # As Partition.appendRecordsToLeader: one in-sync replica cannot satisfy acks=all.
+            return PartitionResult(ErrorCode.NOT_ENOUGH_REPLICAS, message=(
+                f"The size of the current ISR {IN_SYNC_REPLICAS} is insufficient to satisfy the min.isr "
+                f"requirement of {min_isr} for partition {topic_name}-{index}"))
         states = self._producer_states(partition)
         for _, header in batches:
             if header.producer_id >= 0:
                 if header.is_transactional:
-                    return ErrorCode.INVALID_RECORD, -1, -1, "transactional batches are not supported"
+                    return PartitionResult(ErrorCode.INVALID_RECORD, message="transactional batches are not supported")
                 error, duplicate_of = states.check(header.producer_id, header.producer_epoch,
                                                    header.base_sequence, header.last_offset_delta + 1)
                 if error is not ErrorCode.NONE:
-                    return error, -1, -1, None
+                    return PartitionResult(error)
                 if duplicate_of is not None and len(batches) == 1:
-                    return ErrorCode.NONE, duplicate_of, -1, None
-        append_time = topic.config("message.timestamp.type") == "LogAppendTime"
+                    return PartitionResult(ErrorCode.NONE, duplicate_of, log_start=partition.log_start_offset)
+        rules = TopicRules.of(topic)
+        accepted = validate(records, batches, rules, index, now)
+        if isinstance(accepted, Refused):
+            return PartitionResult(accepted.error, message=accepted.message, record_errors=accepted.record_errors)
         first = -1
-        for pos, header in batches:
-            raw = records[pos : pos + 12 + header.batch_length]
-            if append_time:
-                raw = set_log_append_time(raw, now)
+        for (_, header), raw in zip(batches, accepted, strict=True):
             try:
-                base, _ = partition.append_batch(bytes(raw))
+                base, _ = partition.append_batch(raw)
             except OSError as exc:
                 self._failed(f"appending to {partition.directory}", exc)
-                return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, None
+                return PartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
             self.produced_records += header.records_count
             self.produced_bytes += len(raw)
             if header.producer_id >= 0:
@@ -214,19 +239,22 @@ class DataService:
         self.commit.appended()
         self._arrived.set()
         self._arrived = trio.Event()
-        return ErrorCode.NONE, first, now if append_time else -1, None
+        return PartitionResult(ErrorCode.NONE, first, now if rules.log_append_time else -1,
+                               log_start=partition.log_start_offset)
 
     @staticmethod
-    def _produce_reply(body: Any, result: Any) -> dict[str, Any]:
+    def _produce_reply(body: Any, result: Callable[[str, int], PartitionResult]) -> dict[str, Any]:
         responses = []
         for topic in body.topic_data:
             partitions = []
             for part in topic.partition_data:
-                error, base, append_time, message = result(topic.name, part.index)
+                outcome = result(topic.name, part.index)
                 partitions.append({
-                    "index": part.index, "error_code": int(error), "base_offset": base,
-                    "log_append_time_ms": append_time, "log_start_offset": 0 if base >= 0 else -1,
-                    "record_errors": [], "error_message": message,
+                    "index": part.index, "error_code": int(outcome.error), "base_offset": outcome.base_offset,
+                    "log_append_time_ms": outcome.log_append_time, "log_start_offset": outcome.log_start,
+                    "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                                      for i, m in outcome.record_errors],
+                    "error_message": outcome.message,
                 })
             responses.append({"name": topic.name, "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
@@ -340,6 +368,49 @@ class DataService:
             responses.append({"topic": topic.topic, "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total, settled
 
+    # ---------------------------------------------------------------- DeleteRecords
+
+    def delete_records(self, request: Request, peer: str) -> dict[str, Any]:
+        """Move log start offsets forward, as ReplicaManager.deleteRecords does.
+
+        Offset -1 means the high watermark; an offset past it, or negative, is
+        OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks ``delete`` refuses with
+        POLICY_VIOLATION. The answer's low watermark is the new log start offset, durable
+        before the reply.
+        """
+        topics = []
+        who = request.header.client_id or "-"
+        for wanted in request.body.topics:
+            topic = self.catalog.get(wanted.name)
+            partitions = []
+            for part in wanted.partitions:
+                entry = {"partition_index": part.partition_index, "low_watermark": -1, "error_code": 0}
+                partition = self.catalog.partition(wanted.name, part.partition_index)
+                if topic is None or partition is None:
+                    entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif "delete" not in topic.policies:
+                    entry["error_code"] = int(ErrorCode.POLICY_VIOLATION)
+                else:
+                    end = partition.next_offset
+                    offset = end if part.offset == -1 else part.offset
+                    if not 0 <= offset <= end:
+                        entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    else:
+                        before = partition.log_start_offset
+                        try:
+                            entry["low_watermark"] = partition.advance_log_start(offset)
+                        except OSError as exc:
+                            self._failed(f"moving the log start of {partition.directory}", exc)
+                            entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                        else:
+                            if entry["low_watermark"] != before:
+                                log.info("admin: %s (client %s) deleted records of %s-%d: log start offset %d -> %d",
+                                         peer, who, wanted.name, part.partition_index, before,
+                                         entry["low_watermark"])
+                partitions.append(entry)
+            topics.append({"name": wanted.name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
     # ---------------------------------------------------------------- ListOffsets
 
     def list_offsets(self, request: Request) -> dict[str, Any]:
@@ -377,10 +448,10 @@ class DataService:
             if batch.max_timestamp < timestamp:
                 continue
             if batch.records is None or batch.timestamp_type.value == 1:
-                return batch.max_timestamp, batch.base_offset
+                return batch.max_timestamp, max(batch.base_offset, partition.log_start_offset)
             for record in batch.records:
                 ts = batch.timestamp_of(record)
-                if ts >= timestamp:
+                if ts >= timestamp and batch.offset_of(record) >= partition.log_start_offset:
                     return ts, batch.offset_of(record)
         return best
 
@@ -397,5 +468,6 @@ def register(router: Any, service: DataService) -> None:
     router.register(ApiKey.FETCH, lambda request, peer: service.fetch(request))
     router.register(ApiKey.LIST_OFFSETS, lambda request, peer: service.list_offsets(request))
     router.register(ApiKey.INIT_PRODUCER_ID, lambda request, peer: service.init_producer_id(request))
+    router.register(ApiKey.DELETE_RECORDS, service.delete_records)
 
 

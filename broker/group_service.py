@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from broker import admin_audit
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
 from broker.coordinator.classic.state import ClassicGroupState
@@ -167,7 +168,11 @@ class GroupService:
         self._next_ticket += 1
         ticket = self._next_ticket
         self._tickets[ticket] = (slot, binding)
+        audit = admin_audit.snapshot(header.api_key, request.body, self.coordinator.offsets) \
+            if header.api_key in admin_audit.AUDITED else None
         self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
+        if audit is not None:
+            admin_audit.log_changes(audit, self.coordinator.offsets, self.coordinator.groups, client)
         return slot
 
     def respond_after(self, request: Request, body: dict[str, Any]) -> Slot:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.config import ConfigError
+from broker.config import parse_listeners as parse_listener_list
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -40,14 +41,6 @@ class ListenerSpec:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-def _address(text: str, what: str) -> tuple[str, str, int]:
-    name, sep, rest = text.strip().partition("://")
-    host, colon, port = rest.rpartition(":")
-    if not sep or not name or not colon or not port.isdigit():
-        raise ConfigError(f"{what}: {text.strip()!r} is not NAME://host:port")
-    return name.upper(), host.strip("[]"), int(port)
-
-
 def protocol_map(config: Any) -> dict[str, str]:
     mapping: dict[str, str] = {}
     for item in config["listener.security.protocol.map"].split(","):
@@ -67,15 +60,13 @@ def parse_listeners(config: Any, listen: tuple[str, int] | None = None) -> list[
     mapping = protocol_map(config)
     raw = config["listeners"].strip()
     if raw:
-        addresses = [_address(item, "listeners") for item in raw.split(",") if item.strip()]
+        addresses = parse_listener_list(raw, "listeners", allow_any_port=True)
     else:
         host, port = listen if listen is not None else ("127.0.0.1", 9092)
         addresses = [("PLAINTEXT", host, port)]
     advertised: dict[str, tuple[str, int]] = {}
-    for item in config["advertised.listeners"].split(","):
-        if item.strip():
-            name, host, port = _address(item, "advertised.listeners")
-            advertised[name] = (host, port)
+    for name, host, port in parse_listener_list(config["advertised.listeners"], "advertised.listeners"):
+        advertised[name] = (host, port)
     if not raw and advertised and "PLAINTEXT" not in advertised and len(advertised) == 1:
         # A single advertised address without listeners describes the --listen listener.
         advertised = {"PLAINTEXT": next(iter(advertised.values()))}

@@ -21,6 +21,7 @@ retention, history pruning) runs in one ``storage.maintenance`` scheduler.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -38,7 +39,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from broker.app import Broker
-from broker.config import Config
+from broker.config import Config, parse_host_port
+from broker.config import parse_listeners as parse_config_listeners
 from broker.context import BrokerContext
 from broker.data_service import DataService
 from broker.group_service import GroupService
@@ -65,19 +67,17 @@ MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client may take to finish its TLS handshake
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"--listen {listen!r}: expected HOST:PORT")
-    return host.strip("[]"), int(port)
+def parse_listen(listen: str, what: str = "--listen") -> tuple[str, int]:
+    """A HOST:PORT to bind (port 0: any); a ``ConfigError`` (a ``ValueError``) if it is not one."""
+    return parse_host_port(listen, what)
 
 
 def advertised(config: Config, host: str, port: int) -> tuple[str, int]:
     """The host and port clients of the --listen listener are told: advertised.listeners, else the bound one."""
     raw = config["advertised.listeners"]
     if raw:
-        address = raw.split(",")[0].split("://", 1)[-1]
-        return parse_listen(address)
+        _, adv_host, adv_port = parse_config_listeners(raw, "advertised.listeners")[0]
+        return adv_host, adv_port
     return _reachable(host), port
 
 
@@ -105,6 +105,24 @@ def _overrides(text: str) -> dict[str, int]:
             host, _, count = item.strip().rpartition(":")
             out[host.strip("[]")] = int(count)
     return out
+
+
+class ListenError(RuntimeError):
+    """An address could not be bound; the message names it and the reason.
+
+    ``configuration`` is true when the address itself is wrong (no such local address, a
+    host name that does not resolve) rather than busy or forbidden.
+    """
+
+    def __init__(self, message: str, configuration: bool = False) -> None:
+        super().__init__(message)
+        self.configuration = configuration
+
+
+def _listen_error(address: str, exc: OSError, purpose: str = "") -> ListenError:
+    reason = "host name does not resolve" if isinstance(exc, socket.gaierror) else exc.strerror or str(exc)
+    wrong = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+    return ListenError(f"cannot listen on {address}{purpose}: {reason}", configuration=wrong)
 
 
 class StorageFailure(RuntimeError):
@@ -394,7 +412,12 @@ class Server:
         """Open every listener's sockets (OSError here means an address is unusable)."""
         if not self.listeners:
             for spec in self.specs:
-                sockets = await trio.open_tcp_listeners(spec.port, host=spec.host or None)
+                try:
+                    sockets = await trio.open_tcp_listeners(spec.port, host=spec.host or None)
+                except OSError as exc:
+                    where = f"{spec.host}:{spec.port}" if ":" not in spec.host else f"[{spec.host}]:{spec.port}"
+                    named = "" if spec.name == "PLAINTEXT" and not self.config["listeners"] else f" (listener {spec.name})"
+                    raise _listen_error(where, exc, named) from None
                 self.listeners.append(Listener(spec, sockets, tls=self.tls_contexts.get(spec.protocol)))
         return [s for listener in self.listeners for s in listener.sockets]
 
@@ -548,9 +571,9 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen
         from broker import http
 
         try:
-            http_socket = http.bind(*parse_listen(http_listen))
+            http_socket = http.bind(*parse_listen(http_listen, "--http-listen"))
         except OSError as exc:
-            raise RuntimeError(f"cannot listen on {http_listen} for HTTP: {exc.strerror or exc}") from None
+            raise _listen_error(http_listen, exc, " for HTTP") from None
         http_host, http_port = http_socket.getsockname()[:2]
         log.info("kcoord http on %s:%d (/metrics, /healthz%s)", http_host, http_port,
                  ", the console at /" if http_extension is not None else "")

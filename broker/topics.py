@@ -13,12 +13,19 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from broker.coordinator.modern.topics import TopicMetadata
+from broker.topic_configs import (
+    BrokerDefaults,
+    ConfigValueError,
+    Resolved,
+    canonical_value,
+    resolve,
+)
 from protocol.errors import ErrorCode
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import COORDINATOR_TOPIC, partition_dir, topics_file
@@ -29,16 +36,6 @@ log = logging.getLogger("kcoord.topics")
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_TOPIC = COORDINATOR_TOPIC
-
-# Topic configs kcoord honours; others are refused with INVALID_CONFIG.
-TOPIC_CONFIGS: dict[str, str] = {
-    "retention.ms": "604800000",
-    "retention.bytes": "-1",
-    "segment.bytes": "1073741824",
-    "cleanup.policy": "delete",
-    "message.timestamp.type": "CreateTime",
-}
-
 
 def validate_topic_name(name: str | None) -> str | None:
     """Kafka's topic name rules; returns why a name is invalid, or None."""
@@ -54,22 +51,23 @@ def validate_topic_name(name: str | None) -> str | None:
 
 
 def validate_topic_config(name: str, value: str | None) -> str | None:
-    if name not in TOPIC_CONFIGS:
-        return f"unknown or unsupported topic config {name}"
-    if value is None:
-        return f"topic config {name} needs a value"
-    if name in ("retention.ms", "retention.bytes"):
-        if not re.fullmatch(r"-?\d+", value) or int(value) < -1:
-            return f"{name} must be an integer >= -1"
-    elif name == "segment.bytes":
-        if not value.isdigit() or int(value) < 14:
-            return "segment.bytes must be an integer >= 14"
-    elif name == "cleanup.policy":
-        if set(value.split(",")) - {"delete", "compact"}:
-            return "cleanup.policy must be delete, compact or both"
-    elif name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-        return "message.timestamp.type must be CreateTime or LogAppendTime"
+    """Why a topic config cannot be set to ``value`` (Kafka's message), or None."""
+    try:
+        canonical_value(name, value)
+    except ConfigValueError as exc:
+        return str(exc)
     return None
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> tuple[dict[str, str], str | None]:
+    """Every config canonical, or the first problem (an INVALID_CONFIG message)."""
+    clean: dict[str, str] = {}
+    for key, value in configs.items():
+        try:
+            clean[key] = canonical_value(key, value)
+        except ConfigValueError as exc:
+            return {}, str(exc)
+    return clean, None
 
 
 class TopicListener(Protocol):
@@ -88,11 +86,22 @@ class TopicListener(Protocol):
 class Topic:
     name: str
     topic_id: uuid.UUID
+    #: The topic's own overrides (what topics.json keeps), canonical strings.
     configs: dict[str, str]
     partitions: list[PartitionLog] = field(default_factory=list)
+    #: The broker's topic defaults (log.retention.hours and kin), for configs not overridden.
+    defaults: BrokerDefaults = field(default_factory=lambda: BrokerDefaults({}, frozenset()))
 
     def config(self, name: str) -> str:
-        return self.configs.get(name, TOPIC_CONFIGS[name])
+        """The effective value: the override, else the broker's synonym, else Kafka's default."""
+        return resolve(name, self.configs, self.defaults).value
+
+    def resolved(self, name: str) -> Resolved:
+        return resolve(name, self.configs, self.defaults)
+
+    @property
+    def policies(self) -> set[str]:
+        return set(self.config("cleanup.policy").split(","))
 
 
 def _raise(what: str, error: OSError) -> None:
@@ -112,6 +121,7 @@ class TopicCatalog:
         self.listeners: list[TopicListener] = []
         #: Grows with every topic created, deleted or grown: the coordinator's metadata image version.
         self.version = 0
+        self.defaults = BrokerDefaults(config, getattr(config, "explicit", frozenset()))
         self._load()
 
     @property
@@ -122,14 +132,14 @@ class TopicCatalog:
         return PartitionLog.open(partition_dir(self.data_dir, name, index), self._segment_bytes(configs), fs=self.fs)
 
     def _segment_bytes(self, configs: dict[str, str]) -> int:
-        return int(configs.get("segment.bytes", self.config["log.segment.bytes"]))
+        return int(resolve("segment.bytes", configs, self.defaults).value)
 
     def _load(self) -> None:
         if not self.fs.exists(self._file):
             return
         saved = json.loads(self.fs.read_bytes(self._file))
         for entry in saved["topics"]:
-            topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
+            topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]), defaults=self.defaults)
             for p in range(entry["partitions"]):
                 topic.partitions.append(self._open_partition(topic.name, p, topic.configs))
             self.topics[topic.name] = topic
@@ -193,14 +203,10 @@ class TopicCatalog:
         if replication_factor not in (-1, 1):
             return (ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"replication factor {replication_factor} is larger than the 1 available broker", None)
-        clean: dict[str, str] = {}
-        for key, value in configs.items():
-            problem = validate_topic_config(key, value)
-            if problem is not None:
-                return ErrorCode.INVALID_CONFIG, problem, None
-            assert value is not None
-            clean[key] = value
-        topic = Topic(name, uuid.uuid4(), clean)
+        clean, problem = validate_topic_configs(configs)
+        if problem is not None:
+            return ErrorCode.INVALID_CONFIG, problem, None
+        topic = Topic(name, uuid.uuid4(), clean, defaults=self.defaults)
         if validate_only:
             topic.partitions = []
             return ErrorCode.NONE, None, topic
@@ -285,6 +291,32 @@ class TopicCatalog:
 
     def topic_names(self) -> list[str]:
         return list(self.topics)
+    def alter_configs(self, name: str, overrides: dict[str, str]) -> tuple[ErrorCode, str | None]:
+        """Replace a topic's config overrides (validated, canonical); they apply at once.
+
+        The new segment size applies to the next roll; retention, cleanup policy,
+        compression and the produce checks read the topic's configs on every use.
+        """
+        topic = self.topics.get(name)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        if self.stopped:
+            return self._stopped_error()
+        before = topic.configs
+        topic.configs = dict(overrides)
+        if not self._persist():
+            topic.configs = before
+            return self._stopped_error()
+        segment_bytes = self._segment_bytes(topic.configs)
+        for partition in topic.partitions:
+            partition.segment_bytes = segment_bytes
+        changed = sorted(set(before.items()) ^ set(overrides.items()))
+        if changed:
+            described = ", ".join(
+                f"{key}={overrides.get(key, '(default)')} (was {before.get(key, '(default)')})"
+                for key in sorted({key for key, _ in changed}))
+            log.info("altered configs of topic %s: %s", name, described)
+        return ErrorCode.NONE, None
 
     def flush(self) -> None:
         for topic in self.topics.values():

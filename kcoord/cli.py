@@ -11,14 +11,26 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import admin.cli
+import admin.topics_cli
 import broker.cli
 import pipeline.cli
 
 if TYPE_CHECKING:
     from broker.http import HttpContext, HttpExtension
+
+
+class BriefParser(argparse.ArgumentParser):
+    """Usage errors in two lines: the error, then where the usage is.
+
+    argparse's default prints the whole usage first, which hides a one-line error (a
+    mistyped time, say) under a screen of options.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\nRun '{self.prog} --help' for usage.\n")
 
 
 def _version() -> str:
@@ -36,12 +48,13 @@ def console(context: HttpContext) -> HttpExtension:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = BriefParser(
         prog="kcoord", description="A Kafka-compatible group coordinator broker."
     )
     parser.add_argument("--version", action="version", version=f"kcoord {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     broker.cli.register(sub, http_extension=console)
+    admin.topics_cli.register(sub)
     admin.cli.register(sub)
     pipeline.cli.register(sub)
     return parser

@@ -1,4 +1,10 @@
-"""``kcoord pipeline``: the Spark jobs over a data directory, from the command line.
+"""``kcoord pipeline``: the offset-history jobs over a data directory, from the command line.
+
+Two engines give the same results: Spark (``pipeline.jobs``, for large logs and clusters)
+and plain Python (``pipeline.python_engine``, for logs small enough to read in-process,
+where Spark's start-up would dominate). ``--engine auto`` picks by the size of the log.
+Spark's own logging goes to a file unless ``--verbose``; the job's result is all that is
+printed.
 
 ``kcoord.cli`` imports this module for every ``kcoord`` command, so nothing here imports
 pyspark or pyarrow until a pipeline job actually runs.
@@ -73,6 +79,11 @@ def register(sub: Any) -> None:
         parser.add_argument("--output", type=Path, help="write the result here instead of printing a table")
         parser.add_argument("--output-format", choices=FORMATS, default="parquet",
                             help="format of --output (default parquet)")
+        parser.add_argument("--engine", choices=("auto", "python", "spark"), default="auto",
+                            help="spark, python (in this process, no Java), or auto (the default): python "
+                                 "for logs under 32 MB, else spark; both give the same results")
+        parser.add_argument("--verbose", action="store_true",
+                            help="show Spark's own log on standard error (default: kept in a file)")
         parser.set_defaults(func=run_job)
         return parser
 
@@ -86,20 +97,73 @@ def register(sub: Any) -> None:
     job("lag", "committed offset against the high watermark at each commit (local topic data)")
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, code: int = 2) -> int:
     print(f"kcoord pipeline: {message}", file=sys.stderr)
-    return 2
+    return code
+
+
+def has_coordinator_log(data_dir: Path) -> bool:
+    """Whether a broker has used ``data_dir``: a coordinator log (even an empty one) is there."""
+    from storage.layout import COORDINATOR_TOPIC, PARTITION_COUNT_FILE, history_dir
+
+    if (data_dir / PARTITION_COUNT_FILE).is_file():
+        return True
+    return any(data_dir.glob(f"{COORDINATOR_TOPIC}-*")) or any(history_dir(data_dir).glob(f"{COORDINATOR_TOPIC}-*"))
 
 
 def run_job(args: argparse.Namespace) -> int:
-    """Check requirements, start (or reuse) Spark, run the job, write or print the result."""
-    from pipeline.spark import RequirementError, check_requirements, parse_conf
+    """Check the data directory, choose an engine, run the job, write or print the result."""
+    from pipeline.python_engine import AUTO_MAX_BYTES, coordinator_log_bytes
 
     data_dir: Path = args.data_dir
     if not data_dir.is_dir():
         return _fail(f"{data_dir} is not a directory (give the broker's --data-dir)")
     if args.job == "history" and args.output is None:
         return _fail("history writes files: give --output PATH (and --output-format, default parquet)")
+    if not has_coordinator_log(data_dir):
+        return _fail(f"{data_dir} holds no kcoord log (no __consumer_offsets partitions): give the "
+                     "broker's --data-dir")
+    engine = args.engine
+    if engine == "auto":
+        engine = "python" if coordinator_log_bytes(data_dir) < AUTO_MAX_BYTES else "spark"
+    if engine == "python":
+        return _run_python(args)
+    return _run_spark(args)
+
+
+def _run_python(args: argparse.Namespace) -> int:
+    from pipeline import python_engine
+
+    began = time.monotonic()
+    now = args.now if getattr(args, "now", None) is not None else int(time.time() * 1000)
+    try:
+        tables = python_engine.run(args.job, args.data_dir, args.group, time_ms=getattr(args, "time", None),
+                                   now_ms=now, idle_minutes=getattr(args, "idle_minutes", 60.0))
+        for name, (columns, rows) in tables.items():
+            if args.output is not None:
+                target = args.output / name if args.job == "stats" else args.output
+                python_engine.write_rows(columns, rows, target, args.output_format,
+                                         partition_by="group" if args.job == "history" else None)
+                _progress(f"wrote {args.output_format} to {target}")
+            elif args.job == "stats":
+                print(f"== {name} ==")
+                print(format_table(columns, python_engine.table_rows(columns, rows)))
+                print()
+            else:
+                print(format_table(columns, python_engine.table_rows(columns, rows)))
+    except (OSError, ValueError, RuntimeError) as exc:
+        return _fail(str(exc), code=1)
+    if args.verbose:
+        _progress(f"{args.job} over {_describe(args.data_dir)} done in {time.monotonic() - began:.2f}s "
+                  "(python engine)")
+    return 0
+
+
+def _run_spark(args: argparse.Namespace) -> int:
+    """Check requirements, start (or reuse) Spark, run the job, write or print the result."""
+    from pipeline.spark import RequirementError, check_requirements, parse_conf
+
+    data_dir: Path = args.data_dir
     try:
         conf = parse_conf(args.spark_conf)
         check_requirements()
@@ -112,7 +176,7 @@ def run_job(args: argparse.Namespace) -> int:
     owned = SparkSession.getActiveSession() is None
     began = time.monotonic()
     _progress(f"{args.job} over {_describe(data_dir)}; starting Spark ({args.master})")
-    spark = build_session(args.master, conf)
+    spark = build_session(args.master, conf, quiet=not args.verbose)
     try:
         _run(spark, args)
     finally:

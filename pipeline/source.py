@@ -47,6 +47,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pipeline.arrow_types import ARROW_TYPES
 from pipeline.segments import (
     COLUMNS,
     SegmentFile,
@@ -93,22 +94,7 @@ BATCH_SCHEMA = StructType([
     StructField("segment", StringType()),
 ])
 
-_ARROW_MEMBER = pa.struct([
-    ("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
-    ("client_host", pa.string()), ("subscribed_topics", pa.list_(pa.string())),
-])
-_ARROW_ASSIGNMENT = pa.list_(pa.struct([("topic_id", pa.string()), ("partitions", pa.list_(pa.int32()))]))
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "group": pa.string(), "topic": pa.string(), "partition": pa.int32(), "offset": pa.int64(),
-    "leader_epoch": pa.int32(), "metadata": pa.string(), "commit_timestamp": pa.int64(),
-    "expire_timestamp": pa.int64(), "kind": pa.string(), "generation": pa.int32(),
-    "protocol_type": pa.string(), "protocol": pa.string(), "leader": pa.string(),
-    "state": pa.string(), "member_count": pa.int32(), "members": pa.list_(_ARROW_MEMBER),
-    "subscribed_topics": pa.list_(pa.string()), "member_id": pa.string(), "assignment": _ARROW_ASSIGNMENT,
-    "log_offset": pa.int64(),
-    "coordinator_partition": pa.int32(), "segment": pa.string(), "record_timestamp": pa.int64(),
-}
-_ARROW_RECORD_SCHEMA = pa.schema([(name, _ARROW_TYPES[name]) for name in COLUMNS])
+_ARROW_RECORD_SCHEMA = pa.schema([(name, ARROW_TYPES[name]) for name in COLUMNS])
 _ARROW_BATCH_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("base_offset", pa.int64()),
     ("last_offset", pa.int64()), ("base_timestamp", pa.int64()), ("max_timestamp", pa.int64()),

@@ -58,7 +58,8 @@ def check_requirements() -> None:
     for module, package in (("pyspark", "pyspark"), ("pyarrow", "pyarrow")):
         if importlib.util.find_spec(module) is None:
             raise RequirementError(
-                f"{package} is not installed: pip install 'kcoord[pipeline]' (pyspark, pyarrow, pandas)"
+                f"{package} is not installed: run `make pipeline` in the kcoord clone (or `pip install -e "
+                "'.[pipeline]'` there), or use --engine python"
             )
     java = _java_binary()
     if java is None:
@@ -118,6 +119,24 @@ def default_conf(master: str) -> dict[str, str]:
     return conf
 
 
+def _started_quietly(builder: Any) -> Any:
+    """Start the JVM with its standard error pointed at a log file (it keeps that file for life)."""
+    log_path = Path(tempfile.mkdtemp(prefix="kcoord-spark-")) / "spark.log"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_path, "ab") as log_file:
+        os.dup2(log_file.fileno(), 2)
+        try:
+            return builder.getOrCreate()
+        except Exception:
+            os.dup2(saved, 2)
+            print(f"Spark did not start; its log is {log_path}", file=sys.stderr)
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def _code_archive() -> Path:
     """A zip of the packages executors import, for clusters whose Python lacks kcoord."""
     target = Path(tempfile.mkdtemp(prefix="kcoord-pipeline-")) / "kcoord-pipeline.zip"
@@ -129,12 +148,16 @@ def _code_archive() -> Path:
 
 
 def build_session(master: str = "local[*]", conf: Mapping[str, str] | None = None,
-                  app_name: str = "kcoord-pipeline") -> Any:
+                  app_name: str = "kcoord-pipeline", *, quiet: bool = False) -> Any:
     """A SparkSession with the pipeline's data sources registered.
 
     ``PYSPARK_PYTHON`` is set to this interpreter (unless already set) so Python workers
     find pyarrow and the kcoord packages. If a session is already running in this process
     it is reused, and runtime settings are applied to it.
+
+    ``quiet`` sends everything the JVM writes to standard error (its start-up warnings,
+    log4j's lines, the progress bar) to ``spark.log`` in a temporary directory, whose path
+    is printed only if starting fails; the job's output stays alone on the terminal.
     """
     check_requirements()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -148,8 +171,12 @@ def build_session(master: str = "local[*]", conf: Mapping[str, str] | None = Non
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
+    if quiet and SparkSession.getActiveSession() is None:
+        spark = _started_quietly(builder)
+        spark.sparkContext.setLogLevel(settings.get("spark.log.level", "ERROR"))
+    else:
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
     if not is_local(master):
         spark.sparkContext.addPyFile(str(_code_archive()))
     register(spark)

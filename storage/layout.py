@@ -3,9 +3,11 @@
 Everything kcoord keeps on disk lives under one data directory (docs/storage.md draws it):
 
 - ``.lock``: held with ``flock`` by the running broker;
+- ``format.json``: the data directory's format version (``storage.data_dir``);
 - ``__consumer_offsets.meta.json``: the coordinator log's partition count;
 - ``__consumer_offsets-<p>/`` and ``<topic>-<p>/``: partition directories of segment files
   ``{base_offset:020d}.log`` (plus a clean's ``.log.cleaned`` / ``.log.swap`` for a moment);
+- ``<topic>-<p>/log-start-offset``: a log start offset DeleteRecords moved inside a segment;
 - ``history/__consumer_offsets-<p>/``: segments the cleaner replaced, kept for the pipeline;
 - ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block;
 - ``__kcoord_security-0/``: SCRAM credentials and ACLs, a compacted log of segment files.
@@ -22,8 +24,10 @@ from pathlib import Path
 __all__ = [
     "CLEANED_SUFFIX",
     "COORDINATOR_TOPIC",
+    "FORMAT_FILE",
     "HISTORY_DIR",
     "LOCK_FILE",
+    "LOG_START_FILE",
     "PARTITION_COUNT_FILE",
     "PRODUCER_IDS_FILE",
     "SECURITY_TOPIC",
@@ -32,10 +36,12 @@ __all__ = [
     "TEMP_SUFFIX",
     "TOPICS_FILE",
     "coordinator_partition_dir",
+    "format_file",
     "history_copy_of",
     "history_dir",
     "history_folder",
     "lock_file",
+    "log_start_file",
     "parse_partition_dir",
     "parse_segment_name",
     "parse_temp_name",
@@ -49,6 +55,9 @@ __all__ = [
 ]
 
 LOCK_FILE = ".lock"
+FORMAT_FILE = "format.json"
+#: In a partition directory: the log start offset when it is above the first segment's base.
+LOG_START_FILE = "log-start-offset"
 COORDINATOR_TOPIC = "__consumer_offsets"
 PARTITION_COUNT_FILE = f"{COORDINATOR_TOPIC}.meta.json"
 HISTORY_DIR = "history"
@@ -76,6 +85,10 @@ def lock_file(data_dir: Path) -> Path:
     return Path(data_dir) / LOCK_FILE
 
 
+def format_file(data_dir: Path) -> Path:
+    return Path(data_dir) / FORMAT_FILE
+
+
 def partition_count_file(data_dir: Path) -> Path:
     return Path(data_dir) / PARTITION_COUNT_FILE
 
@@ -99,6 +112,11 @@ def temp_file(path: Path) -> Path:
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
     """``<data-dir>/<topic>-<partition>``, for topics and the coordinator log alike."""
     return Path(data_dir) / f"{topic}-{partition}"
+
+
+def log_start_file(partition_directory: Path) -> Path:
+    """Where a partition keeps a log start offset that DeleteRecords moved (one decimal line)."""
+    return Path(partition_directory) / LOG_START_FILE
 
 
 def coordinator_partition_dir(data_dir: Path, partition: int) -> Path:

@@ -46,7 +46,7 @@ from storage.cleaner import (
     recover_interrupted_clean,
 )
 from storage.fs import REAL_FS, FileSystem
-from storage.layout import parse_segment_name
+from storage.layout import log_start_file, parse_segment_name
 from storage.segment import (
     CorruptLogError,
     Segment,
@@ -117,7 +117,11 @@ class PartitionLog:
         #: Disk work a failed clean left behind (finish a committed swap, or delete
         #: uncommitted files); the next clean retries it before doing anything else.
         self._cleaner_retry: Callable[[], object] | None = None
+        #: A log start offset DeleteRecords moved past the first segment's base (persisted in
+        #: ``log-start-offset``); the segment below it goes when all of it is below.
+        self._start_floor = 0
         self.recovery = self._recover()
+        self._start_floor = self._read_start_floor()
         self._cleaned_up_to = self.log_start_offset
 
     @classmethod
@@ -201,7 +205,46 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return min(max(self._segments[0].base_offset, self._start_floor), self._segments[-1].next_offset)
+
+    def _read_start_floor(self) -> int:
+        path = log_start_file(self.directory)
+        if not self.fs.exists(path):
+            return 0
+        text = self.fs.read_bytes(path).decode("ascii", "replace").strip()
+        if not text.isdigit():
+            raise CorruptLogError(f"{path}: expected a log start offset, found {text[:40]!r}")
+        return int(text)
+
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (Kafka's DeleteRecords); the new start.
+
+        The offset is made durable first (``log-start-offset``, replaced atomically), then
+        sealed segments that lie wholly below it are deleted. An offset at or below the
+        current start changes nothing; the caller checks it is not past the log end.
+        """
+        with self._clean_lock:
+            with self._lock:
+                if self._closed:
+                    raise ValueError(f"{self.directory}: log is closed")
+                if offset <= self.log_start_offset:
+                    return self.log_start_offset
+                if offset > self.next_offset:
+                    raise OffsetOutOfRangeError(f"offset {offset} is past the log end {self.next_offset}")
+            self.fs.write_atomically(log_start_file(self.directory), f"{offset}\n".encode())
+            with self._lock:
+                self._start_floor = offset
+                doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
+                gone = {id(segment) for segment in doomed}
+                self._segments = [s for s in self._segments if id(s) not in gone]
+            for segment in doomed:
+                self.fs.unlink(segment.path, missing_ok=True)
+                self._newest.pop(segment.path, None)
+            if doomed:
+                self.fs.fsync_directory(self.directory)
+            log.info("%s: log start offset moved to %d (%d segments deleted)",
+                     self.directory.name, self.log_start_offset, len(doomed))
+            return self.log_start_offset
 
     @property
     def next_offset(self) -> int:

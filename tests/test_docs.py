@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from broker import topic_configs
 from broker.config import REFERENCE_DOCS, Config, reference_markdown
 from protocol.messages import REQUESTS
 
@@ -15,6 +16,11 @@ def test_configuration_reference_lists_every_key() -> None:
     for name in REFERENCE_DOCS:
         text = (DOCS / name).read_text()
         assert text.endswith(reference_markdown()), f"docs/{name} is stale: run python -m broker.config"
+
+
+def test_configuration_reference_lists_every_topic_config() -> None:
+    text = (DOCS / "configuration.md").read_text()
+    assert topic_configs.reference_markdown() in text, "docs/configuration.md is stale: run python -m broker.config"
 
 
 def _served_by_a_real_server() -> dict[int, object]:

@@ -6,13 +6,12 @@ import uuid
 from typing import Any
 
 from broker.context import BrokerContext
-from broker.topics import TOPIC_CONFIGS, Topic, TopicCatalog, validate_topic_name
+from broker.handlers.configs import described_topic_configs
+from broker.topics import Topic, TopicCatalog, validate_topic_name
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 
 INT32_MIN = -2147483648
-CONFIG_SOURCE_TOPIC = 1
-CONFIG_SOURCE_DEFAULT = 5
 
 
 def _partitions(ctx: BrokerContext, topic: Topic) -> list[dict[str, Any]]:
@@ -128,14 +127,8 @@ def handle_create_topics(ctx: BrokerContext, catalog: TopicCatalog, request: Req
                 num_partitions=effective,
                 replication_factor=1,
                 configs=[
-                    {
-                        "name": key,
-                        "value": topic.configs.get(key, default),
-                        "read_only": False,
-                        "config_source": CONFIG_SOURCE_TOPIC if key in topic.configs else CONFIG_SOURCE_DEFAULT,
-                        "is_sensitive": False,
-                    }
-                    for key, default in TOPIC_CONFIGS.items()
+                    {key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                    for entry in described_topic_configs(topic)
                 ] if version >= 5 else [],
             )
         results.append(result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
@@ -18,12 +19,18 @@ from protocol.messages.consumer_protocol import (
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.headers import RequestHeader, ResponseHeader
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -62,6 +69,7 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (ApiVersionsRequest, ApiVersionsResponse),
     (CreateTopicsRequest, CreateTopicsResponse),
     (DeleteTopicsRequest, DeleteTopicsResponse),
+    (DeleteRecordsRequest, DeleteRecordsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
@@ -76,6 +84,9 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
+    (DescribeConfigsRequest, DescribeConfigsResponse),
+    (AlterConfigsRequest, AlterConfigsResponse),
+    (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
 )
 
 REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS if req.api_key is not None}

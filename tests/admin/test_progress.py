@@ -58,7 +58,7 @@ def offsets_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[BrokerProces
 
 def _import(proc: BrokerProcess, path: Path, group: str, tty: bool) -> tuple[int, str, str]:
     args = [sys.executable, "-m", "kcoord", "offsets", "import", group, "--file", str(path), "--execute",
-            "--bootstrap-server", proc.bootstrap]
+            "--allow-new-group", "--bootstrap-server", proc.bootstrap]
     env = dict(os.environ, COLUMNS="100", TERM="xterm")
     if not tty:
         done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=60, env=env)

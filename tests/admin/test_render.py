@@ -79,7 +79,9 @@ def test_describe_offsets_with_lag_owner_and_uncommitted_assigned_partitions() -
         "member_id": "m-1", "group_instance_id": "i-1", "client_id": "c1", "host": "/10.0.0.1",
         "subscription": ["t"], "assignment": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]}
     assert json.loads(to_json(document)) == document
-    assert list(document) == ["group", "type", "state", "protocol_type", "protocol", "coordinator", "members", "offsets"]
+    assert list(document) == ["group", "type", "state", "protocol_type", "protocol", "coordinator", "members", "offsets",
+                              "total_lag"]
+    assert document["total_lag"] == 7  # partitions without a lag do not count
 
 
 def test_describe_tables() -> None:
@@ -93,6 +95,8 @@ def test_describe_tables() -> None:
         "g      t      0          3               10              7    m-1          /10.0.0.1  c1",
         "g      t      1          -               5               -    m-1          /10.0.0.1  c1",
         "g      t      2          -               7               -    m-2          /10.0.0.1  c2",
+        "",
+        "Total lag: 7 across 3 partitions",
     ]
     members = described_group_table(document, members=True, offsets=False)
     assert members.splitlines()[2:] == [

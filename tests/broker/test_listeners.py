@@ -29,7 +29,7 @@ def test_named_listeners_take_their_protocol_from_the_map() -> None:
 
 @pytest.mark.parametrize("settings, problem", [
     ({"listeners": "OTHER://h:1"}, "no entry in listener.security.protocol.map"),
-    ({"listeners": "PLAINTEXT://h"}, "not NAME://host:port"),
+    ({"listeners": "PLAINTEXT://h"}, "expected HOST:PORT"),
     ({"listeners": "PLAINTEXT://h:1,PLAINTEXT://h:2"}, "named twice"),
     ({"listeners": "PLAINTEXT://h:1", "advertised.listeners": "SSL://h:2"}, "not in listeners"),
     ({"listener.security.protocol.map": "A:TLS"}, "NAME:PROTOCOL"),

@@ -240,7 +240,8 @@ def test_an_active_group_refuses_changes_until_its_consumers_stop(shared: Broker
     wait_until(lambda: group_state(shared, "busy-group") == "Empty", 15, "the group to be Empty")
 
     removed = kcoord_json(shared, "offsets", "delete", "busy-group", "--topic", "busy:1")
-    assert removed == {"group": "busy-group", "deleted": [{"topic": "busy", "partition": 1, "had_offset": True}]}
+    assert removed == {"group": "busy-group",
+                       "deleted": [{"topic": "busy", "partition": 1, "had_offset": True, "offset": 3}]}
     assert offsets_of(shared, "busy-group") == {("busy", 0): 2}
     text = kcoord(shared, "offsets", "delete", "busy-group", "--topic", "busy").stdout
     assert rows(text, "busy-group") == [["busy-group", "busy", "0", "2"], ["busy-group", "busy", "1", "-"]]
@@ -340,8 +341,13 @@ def test_export_then_import_round_trip(shared: BrokerProcess, reset_topic: str, 
     assert committed(shared, group) == {}
     dry = kcoord(shared, "offsets", "import", group, "--file", str(path))
     assert [r[2:5] for r in rows(dry.stdout, group)] == [["0", "-", "6"], ["1", "-", "11"]]
+    assert f"group '{group}' does not exist; --execute would create it" in dry.stderr
     assert committed(shared, group) == {}
-    kcoord(shared, "offsets", "import", group, "--file", str(path), "--execute")
+    # the group was deleted: bringing it back is creating a group, which must be asked for
+    refused = kcoord(shared, "offsets", "import", group, "--file", str(path), "--execute", expect=2)
+    assert "--allow-new-group" in refused.stderr
+    assert committed(shared, group) == {}
+    kcoord(shared, "offsets", "import", group, "--file", str(path), "--execute", "--allow-new-group")
     assert committed(shared, group) == original
 
 

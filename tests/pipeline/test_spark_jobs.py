@@ -173,7 +173,7 @@ def test_cli_history_writes_parquet_partitioned_by_group(spark: Any, broker_log:
                                                          tmp_path: Path) -> None:
     out = tmp_path / "history"
     code = kcoord(["pipeline", "history", "--data-dir", str(broker_log.data_dir), "--output", str(out),
-                   "--master", "local[2]"])
+                   "--master", "local[2]", "--engine", "spark"])
     assert code == 0
     assert {p.name for p in out.iterdir() if p.is_dir()} == {"group=svc-a", "group=svc-b", "group=svc-c"}
     written = spark.read.option("basePath", str(out)).parquet(str(out))
@@ -184,7 +184,7 @@ def test_cli_history_writes_parquet_partitioned_by_group(spark: Any, broker_log:
 def test_cli_as_of_prints_a_table_and_writes_json_and_csv(spark: Any, broker_log: scenario.Scenario,
                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     at = broker_log.stable_at
-    common = ["--data-dir", str(broker_log.data_dir), "--time", str(at), "--group", "svc-a"]
+    common = ["--data-dir", str(broker_log.data_dir), "--time", str(at), "--group", "svc-a", "--engine", "spark"]
     expected = history.as_of_rows(broker_log.data_dir, at, "svc-a")
     assert kcoord(["pipeline", "as-of", *common]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -197,7 +197,7 @@ def test_cli_as_of_prints_a_table_and_writes_json_and_csv(spark: Any, broker_log
     assert sort_rows(got, AS_OF_COLUMNS) == expected
 
     assert kcoord(["pipeline", "stats", "--data-dir", str(broker_log.data_dir), "--now", str(at),
-                   "--output", str(tmp_path / "s"), "--output-format", "csv"]) == 0
+                   "--output", str(tmp_path / "s"), "--output-format", "csv", "--engine", "spark"]) == 0
     assert {p.name for p in (tmp_path / "s").iterdir()} == set(STATS_TABLES)
     header = next((tmp_path / "s" / "unsubscribed_offsets").glob("part-*.csv")).read_text().splitlines()[0]
     assert header.split(",") == list(STATS_TABLES["unsubscribed_offsets"])
@@ -206,7 +206,7 @@ def test_cli_as_of_prints_a_table_and_writes_json_and_csv(spark: Any, broker_log
 def test_history_as_csv_flattens_nested_columns(spark: Any, written_log: Path, tmp_path: Path) -> None:
     out = tmp_path / "csv"
     assert kcoord(["pipeline", "history", "--data-dir", str(written_log), "--output", str(out),
-                   "--output-format", "csv", "--group", "g"]) == 0
+                   "--output-format", "csv", "--group", "g", "--engine", "spark"]) == 0
     back = spark.read.option("header", "true").csv(str(out))
     rows = collect(back)
     oracle = history.read_rows(written_log, "g")
@@ -214,3 +214,51 @@ def test_history_as_csv_flattens_nested_columns(spark: Any, written_log: Path, t
     members = [json.loads(r["members"]) for r in rows if r["kind"] == "group_metadata"]
     assert members == [[{"member_id": "m1", "client_id": "c", "client_host": "/127.0.0.1",
                          "subscribed_topics": ["t"]}]]
+
+
+# ---------------------------------------------------------------------- the two engines agree
+
+
+def _printed(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    capsys.readouterr()
+    assert kcoord(argv) == 0
+    return capsys.readouterr().out
+
+
+def _engine_jobs(data_dir: Path, times: list[int], now: int) -> list[list[str]]:
+    common = ["--data-dir", str(data_dir)]
+    jobs_ = [["pipeline", "as-of", *common, "--time", str(at)] for at in times]
+    jobs_ += [["pipeline", "as-of", *common, "--time", str(times[-1]), "--group", "svc-a"],
+              ["pipeline", "stats", *common, "--now", str(now), "--idle-minutes", "1"],
+              ["pipeline", "lag", *common]]
+    return jobs_
+
+
+@pytest.mark.parametrize("log", ["broker_log", "written_log"])
+def test_both_engines_print_the_same_tables(spark: Any, log: str, request: pytest.FixtureRequest,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    fixture = request.getfixturevalue(log)
+    if log == "broker_log":
+        data_dir, times, now = fixture.data_dir, [at for at, _ in fixture.checkpoints][::3], fixture.stable_at
+    else:
+        data_dir, times, now = fixture, [T0 + at for at in AS_OF_EXPECTED], T0 + 60_000
+    for argv in _engine_jobs(data_dir, times, now):
+        by_python = _printed(capsys, [*argv, "--engine", "python"])
+        by_spark = _printed(capsys, [*argv, "--engine", "spark"])
+        assert by_python == by_spark, argv
+        assert by_python.strip(), argv
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
+def test_both_engines_write_the_same_history(spark: Any, broker_log: scenario.Scenario, tmp_path: Path,
+                                             fmt: str) -> None:
+    written = {}
+    for engine in ("python", "spark"):
+        out = tmp_path / engine
+        assert kcoord(["pipeline", "history", "--data-dir", str(broker_log.data_dir), "--output", str(out),
+                       "--output-format", fmt, "--engine", engine]) == 0
+        assert {p.name for p in out.iterdir() if p.is_dir()} == {"group=svc-a", "group=svc-b", "group=svc-c"}
+        reader = spark.read.option("basePath", str(out))
+        df = {"json": reader.json, "csv": reader.option("header", "true").csv, "parquet": reader.parquet}[fmt](str(out))
+        written[engine] = sorted(json.dumps(row, sort_keys=True, default=str) for row in collect(df))
+    assert written["python"] == written["spark"]

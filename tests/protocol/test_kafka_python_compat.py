@@ -63,6 +63,7 @@ KP_MODULES = [
     "kafka.protocol.admin.users",
     "kafka.protocol.admin.cluster",
     "kafka.protocol.sasl",
+    "kafka.protocol.admin.configs",
 ]
 
 
