@@ -568,3 +568,13 @@ def test_second_join_while_parked_does_not_leave_the_first_hanging() -> None:
     assert not h.answered(t2)
     h.join("g", b)
     assert h.reply(t2)["generation_id"] == 2
+
+
+@pytest.mark.parametrize("count, words", [(1, "1 member,"), (2, "2 members,")])
+def test_the_stabilized_log_line_counts_members_in_english(caplog: pytest.LogCaptureFixture, count: int,
+                                                            words: str) -> None:
+    h = Harness()
+    with caplog.at_level("INFO", logger="kcoord.coordinator"):
+        h.stable_group("g", count)
+    line = next(r.getMessage() for r in caplog.records if "stabilized group g" in r.getMessage())
+    assert f"({words} protocol range)" in line

@@ -243,8 +243,8 @@ class ClassicRebalancer:
             return
         group.protocol = group.select_protocol()
         group.transition(S.COMPLETING_REBALANCE, now)
-        log.info("stabilized group %s generation %d (%d members, protocol %s)",
-                 group.group_id, group.generation, group.size, group.protocol)
+        log.info("stabilized group %s generation %d (%d member%s, protocol %s)", group.group_id, group.generation,
+                 group.size, "" if group.size == 1 else "s", group.protocol)
         for member in group.members.values():
             if member.join_ticket is not None:
                 is_leader = member.member_id == group.leader
