@@ -11,10 +11,11 @@ request may do. Three cases:
   in a server-side session (the browser holds only a random token), and connects as that
   principal, so ACLs apply to what it shows and does.
 
-The third case is a seam: the broker's configuration says which SASL mechanisms its Kafka
-listener requires (``sasl.enabled.mechanisms``, ``broker_sasl_mechanisms``), and
-``connect`` hands the credentials to the admin client. Until both exist, the broker has no
-authentication and the first two cases are the ones that happen.
+The console reaches its broker through the broker's first listener. When that listener is a
+SASL one (SASL_PLAINTEXT or SASL_SSL), the broker's ``sasl.enabled.mechanisms`` are offered
+at login and ``connect`` authenticates the admin client as the logged-in principal. Over TLS
+the console trusts the broker's ``ssl.truststore.location`` when one is set; without one it
+does not verify the certificate, since the connection never leaves this machine.
 
 Forms that change something carry a token that must equal a cookie (double submit), so
 another site cannot post them from a visitor's browser.
@@ -33,6 +34,7 @@ from typing import Any, TypeVar
 
 from admin.client import AdminClient
 from admin.errors import AdminError, UnreachableError, UsageError
+from admin.security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -92,16 +94,32 @@ def policy(http_host: str, mechanisms: tuple[str, ...]) -> Policy:
                              "turn on the broker's authentication) to reset or delete from here.")
 
 
-def connect(bootstrap: str, credentials: Credentials | None) -> AdminClient:
-    """An admin client of the broker, authenticated as ``credentials`` when given."""
-    if credentials is None:
+def connect(bootstrap: str, credentials: Credentials | None, *, security_protocol: str = "PLAINTEXT",
+            truststore: str | None = None) -> AdminClient:
+    """An admin client of the broker over its listener's protocol, as ``credentials`` when given."""
+    if security_protocol == "PLAINTEXT":
         return AdminClient(bootstrap, ADMIN_TIMEOUT)
-    try:
-        client = AdminClient(bootstrap, ADMIN_TIMEOUT, sasl=credentials)  # type: ignore[call-arg]
-    except TypeError:
-        raise UsageError("the broker asks for SASL credentials, but kcoord's admin client cannot "
-                         "authenticate yet") from None
-    return client
+    sasl = security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+    if sasl and credentials is None:
+        raise UsageError("the broker's listener asks for SASL credentials: log in first")
+    security = ClientSecurity(
+        protocol=security_protocol,
+        mechanism=credentials.mechanism if sasl and credentials else "PLAIN",
+        username=credentials.username if sasl and credentials else None,
+        password=credentials.password if sasl and credentials else None,
+        cafile=truststore, verify=truststore is not None)
+    return AdminClient(bootstrap, ADMIN_TIMEOUT, security=security)
+
+
+def connector(security_protocol: str, config: Mapping[str, Any]) -> Callable[[str, Credentials | None], AdminClient]:
+    """``connect`` for the broker's own listener of ``security_protocol``."""
+    truststore = config.get("ssl.truststore.location") if "ssl.truststore.location" in config else None
+
+    def connect_to_broker(bootstrap: str, credentials: Credentials | None) -> AdminClient:
+        return connect(bootstrap, credentials, security_protocol=security_protocol,
+                       truststore=str(truststore) if truststore else None)
+
+    return connect_to_broker
 
 
 class Sessions:

@@ -36,7 +36,7 @@ from console.access import (
     Credentials,
     Sessions,
     broker_sasl_mechanisms,
-    connect,
+    connector,
     csrf_ok,
     new_csrf_token,
     policy,
@@ -64,9 +64,11 @@ class Console:
     """The console of one broker: its policy, sessions, clients, caches and routes."""
 
     def __init__(self, context: HttpContext,
-                 connect: Callable[[str, Credentials | None], AdminClient] = connect) -> None:
+                 connect: Callable[[str, Credentials | None], AdminClient] | None = None) -> None:
         self.context = context
         self.policy = policy(context.http_host, broker_sasl_mechanisms(context.config, context.security_protocol))
+        if connect is None:
+            connect = connector(context.security_protocol, context.config)
         self.clients = Clients(context.bootstrap, connect)
         self.sessions = Sessions()
         self.history = HistoryCache(context.data_dir)
