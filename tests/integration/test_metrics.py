@@ -8,6 +8,7 @@ line, and ``--request-log`` adds one line per request.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import socket
@@ -181,16 +182,25 @@ def test_bad_http_input_is_refused_and_kafka_clients_carry_on(metered: tuple[Bro
         assert _heartbeat(kafka) != 0
 
         def http(data: bytes) -> bytes:
+            """The reply, or b"" when the server closed before the client finished sending
+            (it may answer and close while a large request is still arriving; the kernel
+            then resets the connection, and the reply may be lost with it)."""
+            reply = b""
             with socket.create_connection((host, int(port)), timeout=10) as sock:
-                sock.sendall(data)
-                sock.shutdown(socket.SHUT_WR)
-                reply = b""
-                while chunk := sock.recv(65536):
-                    reply += chunk
-                return reply
+                try:
+                    sock.sendall(data)
+                    sock.shutdown(socket.SHUT_WR)
+                    while chunk := sock.recv(65536):
+                        reply += chunk
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTCONN, errno.EPIPE, errno.ECONNRESET):
+                        raise
+            return reply
 
         assert http(b"\x16\x03\x01 not http at all\r\n\r\n").startswith(b"HTTP/1.1 400 ")
-        assert http(b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"p" * 200_000 + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
+        # An oversized head is refused: 431, or the connection closed under the sender.
+        oversized = http(b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"p" * 200_000 + b"\r\n\r\n")
+        assert oversized == b"" or oversized.startswith(b"HTTP/1.1 431 "), oversized[:80]
         assert http(b"DELETE /metrics HTTP/1.1\r\nHost: k\r\n\r\n").startswith(b"HTTP/1.1 405 ")
         assert http(b"GET /admin HTTP/1.1\r\nHost: k\r\n\r\n").startswith(b"HTTP/1.1 404 ")
         assert http(b"GET /metr").startswith(b"HTTP/1.1 400 ")  # gave up half way
