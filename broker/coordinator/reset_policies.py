@@ -94,10 +94,13 @@ class ResetPolicies:
         #: Commits made by each policy since start-up (the metrics collector reads them).
         self.commits: dict[str, int] = {}
 
+    def counted(self, marker: str, count: int = 1) -> None:
+        key = marker[len(POLICY_PREFIX):]
+        self.commits[key] = self.commits.get(key, 0) + count
+
     def _commit(self, group_id: str, topic: str, partition: int, offset: int, marker: str,
                 now: int) -> OffsetCommitRecord:
-        key = marker[len(POLICY_PREFIX):]
-        self.commits[key] = self.commits.get(key, 0) + 1
+        self.counted(marker)
         return OffsetCommitRecord(group_id, topic, partition, OffsetValue(
             offset=offset, leader_epoch=-1, metadata=marker, commit_timestamp=now, expire_timestamp=-1))
 

@@ -300,6 +300,7 @@ class GroupCoordinatorShard:
             committed = self.offset_manager.commit_start_offsets(group.group_id, topic, new_partitions, now, fx,
                                                                  NEW_PARTITIONS)
             if committed:
+                self.policies.counted(NEW_PARTITIONS, len(committed))
                 log.info("topic %s grew: committed the start offsets of new partitions %s for group %s",
                          topic, committed, group.group_id)
         return fx
