@@ -37,6 +37,7 @@ from broker.coordinator.records import (
 )
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ProtocolError
+from protocol.policy_marker import POLICY_PREFIX, marker, policy_of
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -51,20 +52,12 @@ __all__ = [
     "policy_of",
 ]
 
-POLICY_PREFIX = "kcoord:"
-NEAREST = POLICY_PREFIX + "nearest"
-EARLIEST_ON_START = POLICY_PREFIX + "earliest_on_start"
-LATEST_ON_START = POLICY_PREFIX + "latest_on_start"
-NEW_PARTITIONS = POLICY_PREFIX + "new_partitions"
+NEAREST = marker("nearest")
+EARLIEST_ON_START = marker("earliest_on_start")
+LATEST_ON_START = marker("latest_on_start")
+NEW_PARTITIONS = marker("new_partitions")
 
 TopicPartition = tuple[str, int]
-
-
-def policy_of(metadata: str | None) -> str | None:
-    """The policy a commit's metadata names (``nearest``...), or None for a client's commit."""
-    if metadata and metadata.startswith(POLICY_PREFIX):
-        return metadata[len(POLICY_PREFIX):]
-    return None
 
 
 class LogBounds(Protocol):
