@@ -110,6 +110,9 @@ class DataService:
             self._nursery = nursery
             await nursery.start(self.commit.run)
             task_status.started()
+            # Stay open for long polls and guarded DeleteRecords: with log.flush.policy=os the
+            # group commit starts no task, and an empty nursery would close.
+            await trio.sleep_forever()
 
     def _failed(self, what: str, exc: OSError) -> None:
         self.stopped = True

@@ -180,6 +180,7 @@ class GroupConfigService:
             self._nursery = nursery
             await nursery.start(self.commit.run)
             task_status.started()
+            await trio.sleep_forever()  # open for the release tasks, even when nothing is fsynced
 
     async def close(self) -> None:
         if self.durable and not self.stopped:
