@@ -30,6 +30,8 @@ from storage.fs import REAL_FS, FileSystem
 from storage.group_commit import GroupCommit
 from storage.group_config_log import GroupConfigLog
 from storage.journal import Journal
+from storage.layout import group_configs_partition_dir
+from storage.partition import CorruptLogError
 
 if TYPE_CHECKING:
     from broker.group_service import GroupService
@@ -69,7 +71,11 @@ class GroupConfigService:
                       durable=config["log.flush.policy"] == "durable")
         count = 0
         for key, value in service.log.replay():
-            service.configs.replay(*decode_record(key, value))
+            try:
+                service.configs.replay(*decode_record(key, value))
+            except ValueError as exc:  # refuse to start rather than run without a group's configs
+                service.log.close()
+                raise CorruptLogError(f"{group_configs_partition_dir(data_dir)}: {exc}") from None
             count += 1
         log.info("loaded %d group config records: %d groups with their own configs", count,
                  len(service.configs.overrides))

@@ -267,3 +267,15 @@ async def test_a_change_is_answered_once_the_config_and_the_commits_it_caused_ar
     configs.log.close()
     groups.log.close()
     catalog.close()
+
+
+def test_an_unreadable_group_config_log_stops_the_start_naming_it(tmp_path: Path) -> None:
+    from storage.group_config_log import GroupConfigLog
+    from storage.partition import CorruptLogError
+
+    log = GroupConfigLog(tmp_path)
+    log.append([(b'["something","else"]', b"{}")], 1)
+    log.flush()
+    log.close()
+    with pytest.raises(CorruptLogError, match="__kcoord_group_configs-0: unknown group config record key"):
+        GroupConfigService.open(Config({}), tmp_path)

@@ -348,3 +348,19 @@ def test_start_up_moves_offsets_left_out_of_a_truncated_log(broker_factory: Any,
     _, end = _log_range(broker, "cut")
     assert end < 8
     assert _committed(broker, "g", "cut") == (end, "kcoord:nearest")
+
+
+def test_a_stale_commit_into_a_recreated_topic_is_moved_to_its_end(broker_factory: Any) -> None:
+    """The topic was deleted and created again; a client still at its old position commits it."""
+    broker: BrokerProcess = broker_factory({"kcoord.offset.out.of.range": "nearest"})
+    create_topic(broker.bootstrap, "again", 1)
+    _produce(broker, "again", [b"r%d" % i for i in range(8)])
+    with _admin(broker) as admin:
+        admin.commit_offsets("g", {("again", 0): CommittedOffset(8)})
+        assert admin.delete_topics(["again"])[0].error == 0
+    assert _committed(broker, "g", "again") is None  # deleted with the topic, as Kafka does
+    create_topic(broker.bootstrap, "again", 1)
+    _produce(broker, "again", [b"s%d" % i for i in range(3)])
+    with _admin(broker) as admin:
+        admin.commit_offsets("g", {("again", 0): CommittedOffset(8)})  # accepted, as on Kafka...
+    assert _committed(broker, "g", "again") == (3, "kcoord:nearest")  # ...then moved to the new end
