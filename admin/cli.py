@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from admin import security_cli
+from admin import group_config_cli, security_cli
 from admin.client import (
     LATEST_TIMESTAMP,
     AdminClient,
@@ -187,6 +187,8 @@ def register(sub: Any) -> None:
     _group_selection(p)
     p.add_argument("--yes", action="store_true", help="with --all-groups: do not ask for confirmation")
     p.set_defaults(func=_command(groups_delete))
+
+    group_config_cli.register(gsub, common, EXIT_CODES, _Formatter, _command)
 
     offsets = sub.add_parser("offsets", help="reset, delete, export, import and restore committed offsets",
                              description="A group's committed offsets on any Kafka-compatible broker.")

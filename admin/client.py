@@ -51,11 +51,13 @@ CONSUMER_GROUP_DESCRIBE = 69
 #: ConfigResource types and IncrementalAlterConfigs operations (Kafka's ids).
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32  # KIP-848's group configs (Kafka's ConfigResource.Type.GROUP)
 CONFIG_SET = 0
 CONFIG_DELETE = 1
 #: DescribeConfigs config_source ids, by Kafka's names.
 CONFIG_SOURCES = {0: "UNKNOWN", 1: "TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-                  4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+                  4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+                  7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

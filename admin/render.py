@@ -14,6 +14,7 @@ from admin.client import CommittedOffset, GroupDescription, ListedGroup, Member
 from admin.plan import PlanRow
 from protocol.consumer_protocol import decode_assignment, decode_subscription
 from protocol.errors import ProtocolError
+from protocol.policy_marker import policy_of
 
 TopicPartition = tuple[str, int]
 
@@ -124,6 +125,8 @@ def described_offsets(
             "member_id": owner.member_id if owner else None,
             "host": owner.client_host if owner else None,
             "client_id": owner.client_id if owner else None,
+            # Set when the broker made this commit under one of the group's reset policies.
+            "policy": policy_of(committed[tp].metadata) if tp in committed else None,
         })
     return rows
 
@@ -192,8 +195,13 @@ def described_group_table(document: dict[str, Any], members: bool, offsets: bool
     if offsets:
         rows = [(document["group"], r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"],
                  r["member_id"], r["host"], r["client_id"]) for r in document["offsets"]]
-        parts.append(table(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                            "CONSUMER-ID", "HOST", "CLIENT-ID"), rows)
+        columns: tuple[str, ...] = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                    "CONSUMER-ID", "HOST", "CLIENT-ID")
+        if any(r.get("policy") for r in document["offsets"]):
+            # Why an offset moved without its consumers: the broker's reset policy that committed it.
+            rows = [(*row, r.get("policy")) for row, r in zip(rows, document["offsets"], strict=True)]
+            columns = (*columns, "COMMITTED-BY-POLICY")
+        parts.append(table(columns, rows)
                      + f"\n\nTotal lag: {document['total_lag']} across {len(rows)} "
                        f"partition{'s' if len(rows) != 1 else ''}" if rows
                      else f"Group {document['group']!r} has no committed offsets and no assigned partitions.")

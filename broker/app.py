@@ -19,6 +19,7 @@ from broker import data_service
 from broker.config import Config
 from broker.context import BrokerContext
 from broker.data_service import DataService
+from broker.group_config_service import GroupConfigService
 from broker.group_service import GroupService
 from broker.handlers import cluster
 from broker.handlers import configs as config_handlers
@@ -26,6 +27,7 @@ from broker.handlers import groups as group_handlers
 from broker.handlers import topics as topic_handlers
 from broker.lag import LagCollector
 from broker.metrics import Collector
+from broker.offset_policies import CatalogLogBounds, LogStartGuard
 from broker.router import Authorization, Router
 from broker.security_service import SecurityService
 from broker.topics import TopicCatalog
@@ -45,20 +47,30 @@ class Broker:
     data: DataService
     maintenance: Maintenance
     security: SecurityService
+    group_configs: GroupConfigService
 
     @classmethod
     def open(cls, config: Config, data_dir: Path, fs: FileSystem = REAL_FS) -> Broker:
         """Open (and recover) the logs and build the services; raises on unreadable storage."""
-        groups = GroupService.open(config, data_dir, fs)
+        # Group configs first: the coordinator loads with each group's own session timeout.
+        group_configs = GroupConfigService.open(config, data_dir, fs)
+        groups = GroupService.open(config, data_dir, fs, group_configs=group_configs.configs)
+        group_configs.groups = groups
+        group_configs.on_storage_failure = lambda what, exc: groups.on_storage_failure(what, exc)
         catalog = TopicCatalog(data_dir, config, fs)
         groups.coordinator.topics = catalog
+        groups.coordinator.log_bounds = CatalogLogBounds(catalog)
         catalog.listeners.append(groups)
         data = DataService(catalog, groups.clock, config["log.flush.policy"] == "durable",
                            retention_check_ms=config["log.retention.check.interval.ms"],
                            cleaner=groups.cleaner)
+        data.log_start_guard = LogStartGuard(groups)
+        # Offsets left out of their log (a truncated tail, a crash before a nearest commit
+        # was durable) move back in before anything is served.
+        groups.apply(groups.coordinator.enforce_offset_policies(groups.clock()))
         maintenance = Maintenance(groups.maintenance_jobs() + data.maintenance_jobs())
         security = SecurityService.open(config, data_dir, fs)
-        return cls(config, data_dir, groups, catalog, data, maintenance, security)
+        return cls(config, data_dir, groups, catalog, data, maintenance, security, group_configs)
 
     def authorization(self) -> Authorization | None:
         """What the routers enforce ACLs with, or None when no authorizer is configured."""
@@ -89,11 +101,13 @@ class Broker:
                         lambda r, _: security.alter_user_scram_credentials(r, router.session.principal))
         router.register(ApiKey.METADATA, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
         router.register(ApiKey.CREATE_TOPICS, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
+        group_configs = self.group_configs
         router.register(ApiKey.DESCRIBE_CONFIGS,
-                        lambda r, _: config_handlers.handle_describe_configs(ctx, catalog, r))
-        router.register(ApiKey.ALTER_CONFIGS, lambda r, _: config_handlers.handle_alter_configs(ctx, catalog, r))
+                        lambda r, _: config_handlers.handle_describe_configs(ctx, catalog, r, group_configs))
+        router.register(ApiKey.ALTER_CONFIGS,
+                        lambda r, _: config_handlers.handle_alter_configs(ctx, catalog, r, group_configs))
         router.register(ApiKey.INCREMENTAL_ALTER_CONFIGS,
-                        lambda r, _: config_handlers.handle_incremental_alter_configs(ctx, catalog, r))
+                        lambda r, _: config_handlers.handle_incremental_alter_configs(ctx, catalog, r, group_configs))
         # The coordinator hears of deleted and grown topics through the catalogue's listener
         # hook; these replies wait until what it wrote about them is durable.
         router.register(ApiKey.DELETE_TOPICS, lambda r, _: groups.respond_after(
@@ -107,7 +121,7 @@ class Broker:
     def collectors(self) -> list[Collector]:
         lag = LagCollector(self.groups.coordinator.offsets, self.catalog,
                            self.config["metrics.group.lag.max.series"])
-        return [self.groups.metrics, self.data.metrics, self.security.metrics, lag]
+        return [self.groups.metrics, self.data.metrics, self.security.metrics, self.group_configs.metrics, lag]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The services' background tasks (group commit, timers, expiry, maintenance)."""
@@ -116,6 +130,7 @@ class Broker:
             await nursery.start(self.data.run)
             await nursery.start(self.maintenance.run)
             await nursery.start(self.security.run)
+            await nursery.start(self.group_configs.run)
             task_status.started()
 
     async def close(self) -> None:
@@ -124,6 +139,7 @@ class Broker:
         await trio.to_thread.run_sync(self.catalog.flush)
         self.catalog.close()
         await self.security.close()
+        await self.group_configs.close()
 
 
 class CatalogTopics:

@@ -183,6 +183,20 @@ SETTINGS: tuple[Setting, ...] = (
             "skip the first records written there; 'latest' commits nothing and leaves the new "
             "partitions to the client's auto.offset.reset, as Kafka does.",
             _one_of("earliest", "latest"), "one of earliest, latest"),
+    Setting("kcoord.offset.out.of.range", str, "none",
+            "kcoord-specific, the default of the group config of the same name: 'nearest' moves a "
+            "group's committed offset that falls out of the log into it, as a commit marked "
+            "kcoord:nearest: to the new log start, durably, before retention or DeleteRecords "
+            "moves the start past it; to the log end when it is beyond the end (a truncated or "
+            "recreated topic). 'none' leaves it to the client's auto.offset.reset, as Kafka does.",
+            _one_of("nearest", "none"), "one of nearest, none"),
+    Setting("kcoord.initial.offset", str, "none",
+            "kcoord-specific, the default of the group config of the same name: where a group "
+            "starts on a partition it is assigned and has no offset for, committed (marked "
+            "kcoord:earliest_on_start or kcoord:latest_on_start) before the SyncGroup or "
+            "ConsumerGroupHeartbeat reply that assigns it: 'earliest' (log start), 'latest' (log "
+            "end) or 'none' (the client's auto.offset.reset, as Kafka does).",
+            _one_of("earliest", "latest", "none"), "one of earliest, latest, none"),
     Setting("group.coordinator.rebalance.protocols", str, "classic,consumer",
             "The group protocols the coordinator speaks: classic (JoinGroup/SyncGroup) and consumer "
             "(KIP-848, ConsumerGroupHeartbeat). Without consumer, its APIs are not offered.",

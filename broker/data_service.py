@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -60,6 +60,23 @@ def _raise(what: str, error: OSError) -> None:
     raise error
 
 
+class LogStartGuard(Protocol):
+    """Told before retention or DeleteRecords moves a log start, and waited for.
+
+    The broker's is ``broker.offset_policies.LogStartGuard``: the group coordinator's
+    ``nearest`` commits are durable before the new start can be seen. Raises
+    ``RuntimeError`` when the start must not move.
+    """
+
+    async def before_log_start_moves(self, topic: str, partition: int, new_start: int) -> None: ...
+
+    def before_log_start_moves_blocking(self, topic: str, partition: int, new_start: int) -> None: ...
+
+
+#: One partition of a DeleteRecords request as planned: (index, error or None, its log, target offset).
+PlannedDeletion = tuple[int, ErrorCode | None, PartitionLog | None, int]
+
+
 class DataService:
     def __init__(self, catalog: TopicCatalog, clock_ms: Any, durable: bool = True,
                  retention_check_ms: int = 300_000, cleaner: dict[str, Any] | None = None) -> None:
@@ -70,6 +87,8 @@ class DataService:
         self.durable = durable
         self.on_storage_failure: Callable[[str, OSError], None] = _raise
         self.stopped = False  # a write or fsync failed: nothing more is answered
+        #: Asked before any log start moves (None: the start moves unannounced).
+        self.log_start_guard: LogStartGuard | None = None
         self._arrived = trio.Event()
         self._journal = Journal()
         self.commit = GroupCommit(self._journal, durable=durable, on_failure=self._sync_failed,
@@ -91,6 +110,9 @@ class DataService:
             self._nursery = nursery
             await nursery.start(self.commit.run)
             task_status.started()
+            # Stay open for long polls and guarded DeleteRecords: with log.flush.policy=os the
+            # group commit starts no task, and an empty nursery would close.
+            await trio.sleep_forever()
 
     def _failed(self, what: str, exc: OSError) -> None:
         self.stopped = True
@@ -139,9 +161,20 @@ class DataService:
     def enforce_retention(self, now_ms: int) -> int:
         """cleanup.policy=delete: drop segments past retention.ms / retention.bytes; returns how many."""
         deleted = 0
+        guard = self.log_start_guard
         for topic, partition in self._partitions_with("delete"):
-            deleted += partition.enforce_retention(
-                now_ms, int(topic.config("retention.ms")), int(topic.config("retention.bytes")))
+            retention_ms, retention_bytes = int(topic.config("retention.ms")), int(topic.config("retention.bytes"))
+            if guard is None:
+                deleted += partition.enforce_retention(now_ms, retention_ms, retention_bytes)
+                continue
+            # Where retention moves the start, announced first; then exactly those segments go.
+            start = partition.retention_start(now_ms, retention_ms, retention_bytes)
+            if start is None or start <= partition.log_start_offset:
+                continue
+            guard.before_log_start_moves_blocking(topic.name, topic.partitions.index(partition), start)
+            segments = len(partition.segments)
+            partition.advance_log_start(start)
+            deleted += segments - len(partition.segments)
         return deleted
 
     def compact_topics(self, now_ms: int) -> dict[str, CleanResult]:
@@ -370,45 +403,89 @@ class DataService:
 
     # ---------------------------------------------------------------- DeleteRecords
 
-    def delete_records(self, request: Request, peer: str) -> dict[str, Any]:
+    def delete_records(self, request: Request, peer: str) -> Slot | dict[str, Any]:
         """Move log start offsets forward, as ReplicaManager.deleteRecords does.
 
         Offset -1 means the high watermark; an offset past it, or negative, is
         OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks ``delete`` refuses with
         POLICY_VIOLATION. The answer's low watermark is the new log start offset, durable
-        before the reply.
+        before the reply. With a ``log_start_guard``, each move is announced and waited for
+        before it is made.
         """
-        topics = []
-        who = request.header.client_id or "-"
+        plan = self._plan_deletions(request)
+        guard = self.log_start_guard
+        if guard is None or self._nursery is None:
+            return self._delete_records(request, peer, plan)
+        header = request.header
+        slot = Slot(header.api_key, header.api_version, header.correlation_id)
+        self._nursery.start_soon(self._guarded_delete_records, guard, request, peer, plan, slot)
+        return slot
+
+    async def _guarded_delete_records(self, guard: LogStartGuard, request: Request, peer: str,
+                                      plan: list[tuple[str, list[PlannedDeletion]]], slot: Slot) -> None:
+        checked: list[tuple[str, list[PlannedDeletion]]] = []
+        for name, parts in plan:
+            out = []
+            for index, error, partition, offset in parts:
+                if error is None and partition is not None and offset > partition.log_start_offset:
+                    try:
+                        await guard.before_log_start_moves(name, index, offset)
+                    except RuntimeError as exc:
+                        log.error("DeleteRecords of %s-%d: %s", name, index, exc)
+                        error = ErrorCode.KAFKA_STORAGE_ERROR
+                out.append((index, error, partition, offset))
+            checked.append((name, out))
+        body = self._delete_records(request, peer, checked)
+        slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id, body))
+
+    def _plan_deletions(self, request: Request) -> list[tuple[str, list[PlannedDeletion]]]:
+        """Each requested partition's refusal, or its log and the offset its start moves to."""
+        plan = []
         for wanted in request.body.topics:
             topic = self.catalog.get(wanted.name)
-            partitions = []
+            parts: list[PlannedDeletion] = []
             for part in wanted.partitions:
-                entry = {"partition_index": part.partition_index, "low_watermark": -1, "error_code": 0}
                 partition = self.catalog.partition(wanted.name, part.partition_index)
+                error: ErrorCode | None = None
+                offset = -1
                 if topic is None or partition is None:
-                    entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif "delete" not in topic.policies:
-                    entry["error_code"] = int(ErrorCode.POLICY_VIOLATION)
+                    error = ErrorCode.POLICY_VIOLATION
                 else:
                     end = partition.next_offset
                     offset = end if part.offset == -1 else part.offset
                     if not 0 <= offset <= end:
-                        entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                        error = ErrorCode.OFFSET_OUT_OF_RANGE
+                parts.append((part.partition_index, error, partition, offset))
+            plan.append((wanted.name, parts))
+        return plan
+
+    def _delete_records(self, request: Request, peer: str,
+                        plan: list[tuple[str, list[PlannedDeletion]]]) -> dict[str, Any]:
+        topics = []
+        who = request.header.client_id or "-"
+        for name, parts in plan:
+            partitions = []
+            for index, error, partition, offset in parts:
+                entry = {"partition_index": index, "low_watermark": -1, "error_code": 0}
+                if error is not None or partition is None:
+                    entry["error_code"] = int(error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    before = partition.log_start_offset
+                    try:
+                        entry["low_watermark"] = partition.advance_log_start(offset)
+                    except OSError as exc:
+                        self._failed(f"moving the log start of {partition.directory}", exc)
+                        entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                    except ValueError:  # closed: its topic was deleted meanwhile
+                        entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     else:
-                        before = partition.log_start_offset
-                        try:
-                            entry["low_watermark"] = partition.advance_log_start(offset)
-                        except OSError as exc:
-                            self._failed(f"moving the log start of {partition.directory}", exc)
-                            entry["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
-                        else:
-                            if entry["low_watermark"] != before:
-                                log.info("admin: %s (client %s) deleted records of %s-%d: log start offset %d -> %d",
-                                         peer, who, wanted.name, part.partition_index, before,
-                                         entry["low_watermark"])
+                        if entry["low_watermark"] != before:
+                            log.info("admin: %s (client %s) deleted records of %s-%d: log start offset %d -> %d",
+                                     peer, who, name, index, before, entry["low_watermark"])
                 partitions.append(entry)
-            topics.append({"name": wanted.name, "partitions": partitions})
+            topics.append({"name": name, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
 
     # ---------------------------------------------------------------- ListOffsets

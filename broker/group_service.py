@@ -24,6 +24,7 @@ from broker import admin_audit
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
 from broker.coordinator.classic.state import ClassicGroupState
+from broker.coordinator.group_configs import GroupConfigs
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode as encode_record
@@ -123,14 +124,18 @@ class GroupService:
 
     @classmethod
     def open(cls, config: Any, data_dir: Path, fs: FileSystem = REAL_FS,
-             topics: MetadataImage | None = None) -> GroupService:
-        """Open the log, replay it into a fresh coordinator, and finish loading."""
+             topics: MetadataImage | None = None, group_configs: GroupConfigs | None = None) -> GroupService:
+        """Open the log, replay it into a fresh coordinator, and finish loading.
+
+        ``group_configs``: the groups' own configs, already replayed from their log.
+        """
         history_retention_ms = config["log.history.retention.ms"]
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
             history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,
         )
-        coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics)
+        coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics,
+                                            group_configs=group_configs)
         started = time.monotonic()
         count = 0
         for key, value, _timestamp in coordinator_log.replay():

@@ -27,6 +27,7 @@ from pipeline.segments import (
     record_row,
     topic_segments,
 )
+from protocol.policy_marker import policy_of
 from protocol.records import iter_records
 from storage.layout import (
     COORDINATOR_TOPIC,
@@ -57,6 +58,7 @@ STATS_TABLES: dict[str, tuple[str, ...]] = {
     "idle_groups": ("group", "last_commit", "idle_ms"),
     "unsubscribed_offsets": ("group", "state", "topic", "partition", "offset"),
     "rebalances": ("group", "rebalances"),
+    "policy_commits": ("group", "policy", "commits", "last_commit"),
 }
 MINUTE_MS = 60_000
 _OPEN_END = 2**63
@@ -221,7 +223,10 @@ def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = 
     - unsubscribed_offsets: offsets live at ``now_ms`` for topics that no member of the
       group's latest group metadata (protocol type "consumer") subscribes to;
     - rebalances: group metadata records that carry a new generation (the first one of a
-      group, or of a group re-created after a group tombstone, counts).
+      group, or of a group re-created after a group tombstone, counts);
+    - policy_commits: commits the broker made under a group's offset reset policy (metadata
+      ``kcoord:<policy>``, docs/coordinator-rules.md#policy-commits), per group and policy,
+      with the newest one's record timestamp.
     """
     rows = read_rows(data_dir, group)
     per_minute: dict[tuple[str, int], int] = defaultdict(int)
@@ -230,6 +235,7 @@ def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = 
     rebalances: dict[str, int] = defaultdict(int)
     previous_generation: dict[str, int | None] = {}
     latest_group: dict[str, Row] = {}
+    policies: dict[tuple[str, str], tuple[int, int]] = {}  # (group, policy) -> (commits, last)
     for row in rows:
         name = row["group"]
         kind = row["kind"]
@@ -238,6 +244,10 @@ def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = 
             per_minute[(name, ts // MINUTE_MS * MINUTE_MS)] += 1
             last[name] = max(last.get(name, ts), ts)
             commits[name] += 1
+            policy = policy_of(row["metadata"])
+            if policy is not None:
+                count, newest = policies.get((name, policy), (0, ts))
+                policies[(name, policy)] = (count + 1, max(newest, ts))
         elif kind == "group_metadata":
             if name not in previous_generation or previous_generation[name] != row["generation"]:
                 rebalances[name] += 1
@@ -263,6 +273,8 @@ def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = 
                         for g, ts in last.items() if now_ms - ts > idle_ms],
         "unsubscribed_offsets": unsubscribed,
         "rebalances": [{"group": g, "rebalances": n} for g, n in rebalances.items()],
+        "policy_commits": [{"group": g, "policy": p, "commits": n, "last_commit": ts}
+                           for (g, p), (n, ts) in policies.items()],
     }
     return {name: sort_rows(table, STATS_TABLES[name]) for name, table in tables.items()}
 

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from pipeline.history import AS_OF_COLUMNS, LAG_COLUMNS, MINUTE_MS, STATS_TABLES
 from pipeline.segments import topic_segments
+from protocol.policy_marker import POLICY_PREFIX
 
 __all__ = ["as_of", "as_of_many", "history", "lag", "records", "stats"]
 
@@ -101,7 +102,7 @@ def as_of_many(records: DataFrame, moments: list[int]) -> DataFrame:
 def stats(records: DataFrame, now_ms: int, idle_minutes: float) -> dict[str, DataFrame]:
     """The ``stats`` job's tables, keyed as ``pipeline.history.STATS_TABLES``.
 
-    The columns they need are read once and cached for the five tables.
+    The columns they need are read once and cached for the six tables.
     """
     df = records.select(
         "group", "topic", "partition", "offset", "kind", "generation", "protocol_type", "state",
@@ -144,12 +145,21 @@ def stats(records: DataFrame, now_ms: int, idle_minutes: float) -> dict[str, Dat
         .filter(~F.array_contains(F.col("g.subscribed_topics"), F.col("topic")))
         .select("group", F.col("g.state").alias("state"), "topic", "partition", "offset")
     )
+    # Commits the broker made under a group's reset policy carry metadata "kcoord:<policy>".
+    prefix = len(POLICY_PREFIX)
+    policy_commits = (
+        commits.filter(F.col("metadata").startswith(POLICY_PREFIX) & (F.length("metadata") > F.lit(prefix)))
+        .withColumn("policy", F.expr(f"substring(metadata, {prefix + 1})"))
+        .groupBy("group", "policy")
+        .agg(F.count(F.lit(1)).alias("commits"), F.max("record_timestamp").alias("last_commit"))
+    )
     tables = {
         "commits_per_minute": per_minute,
         "last_commit": last_commit,
         "idle_groups": idle,
         "unsubscribed_offsets": unsubscribed,
         "rebalances": rebalances,
+        "policy_commits": policy_commits,
     }
     return {name: table.select(*STATS_TABLES[name]).orderBy(*STATS_TABLES[name]) for name, table in tables.items()}
 

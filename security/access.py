@@ -397,7 +397,8 @@ _describe_configs = Rule(
      Need(Op.DESCRIBE_CONFIGS, R.CLUSTER, "broker resources")),
     _config_resources(Op.DESCRIBE_CONFIGS, "results", ApiKey.DESCRIBE_CONFIGS))
 _alter_configs = Rule(
-    (Need(Op.ALTER_CONFIGS, R.TOPIC), Need(Op.ALTER_CONFIGS, R.CLUSTER, "broker resources")),
+    (Need(Op.ALTER_CONFIGS, R.TOPIC), Need(Op.ALTER_CONFIGS, R.GROUP),
+     Need(Op.ALTER_CONFIGS, R.CLUSTER, "broker resources")),
     _config_resources(Op.ALTER_CONFIGS, "responses", ApiKey.ALTER_CONFIGS))
 _incremental_alter_configs = Rule(
     (Need(Op.ALTER_CONFIGS, R.TOPIC), Need(Op.ALTER_CONFIGS, R.GROUP),

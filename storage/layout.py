@@ -10,7 +10,8 @@ Everything kcoord keeps on disk lives under one data directory (docs/storage.md 
 - ``<topic>-<p>/log-start-offset``: a log start offset DeleteRecords moved inside a segment;
 - ``history/__consumer_offsets-<p>/``: segments the cleaner replaced, kept for the pipeline;
 - ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block;
-- ``__kcoord_security-0/``: SCRAM credentials and ACLs, a compacted log of segment files.
+- ``__kcoord_security-0/``: SCRAM credentials and ACLs, a compacted log of segment files;
+- ``__kcoord_group_configs-0/``: the groups' own configs (GROUP config resources), likewise.
 
 The broker, the storage engine and the pipeline all build paths through these functions,
 so a name changes here or nowhere.
@@ -25,6 +26,7 @@ __all__ = [
     "CLEANED_SUFFIX",
     "COORDINATOR_TOPIC",
     "FORMAT_FILE",
+    "GROUP_CONFIGS_TOPIC",
     "HISTORY_DIR",
     "LOCK_FILE",
     "LOG_START_FILE",
@@ -37,6 +39,7 @@ __all__ = [
     "TOPICS_FILE",
     "coordinator_partition_dir",
     "format_file",
+    "group_configs_partition_dir",
     "history_copy_of",
     "history_dir",
     "history_folder",
@@ -65,6 +68,7 @@ TOPICS_FILE = "topics.json"
 PRODUCER_IDS_FILE = "producer_ids.json"
 #: The log of SCRAM credentials and ACLs (one partition).
 SECURITY_TOPIC = "__kcoord_security"
+GROUP_CONFIGS_TOPIC = "__kcoord_group_configs"
 #: A JSON file is replaced by writing ``<name>.tmp`` first; a leftover one is stale.
 TEMP_SUFFIX = ".tmp"
 
@@ -125,6 +129,10 @@ def coordinator_partition_dir(data_dir: Path, partition: int) -> Path:
 
 def security_partition_dir(data_dir: Path) -> Path:
     return partition_dir(data_dir, SECURITY_TOPIC, 0)
+
+
+def group_configs_partition_dir(data_dir: Path) -> Path:
+    return partition_dir(data_dir, GROUP_CONFIGS_TOPIC, 0)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

@@ -369,19 +369,7 @@ class PartitionLog:
         segment keep reading it: its file is unlinked, and closed when they let go.
         """
         with self._clean_lock:
-            with self._lock:
-                if self._closed:
-                    return 0
-                sealed = list(self._segments[:-1])
-                total = sum(segment.size for segment in self._segments)
-            doomed: list[Segment] = []
-            for segment in sealed:
-                too_old = retention_ms >= 0 and now_ms - self._newest_timestamp(segment) > retention_ms
-                too_big = retention_bytes >= 0 and total - segment.size >= retention_bytes
-                if not (too_old or too_big):
-                    break
-                doomed.append(segment)
-                total -= segment.size
+            doomed = self._past_retention(now_ms, retention_ms, retention_bytes)
             if not doomed:
                 return 0
             with self._lock:
@@ -394,6 +382,34 @@ class PartitionLog:
             log.info("%s: retention deleted %d segments; log starts at offset %d",
                      self.directory.name, len(doomed), self.log_start_offset)
             return len(doomed)
+
+    def retention_start(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int | None:
+        """Where ``enforce_retention`` would move the log start now; None if it would delete nothing.
+
+        For a caller that must act before the start moves (the group coordinator commits its
+        ``nearest`` offsets first): ``advance_log_start`` with this offset then removes
+        exactly the segments retention would have removed.
+        """
+        with self._clean_lock:
+            doomed = self._past_retention(now_ms, retention_ms, retention_bytes)
+        return doomed[-1].next_offset if doomed else None
+
+    def _past_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> list[Segment]:
+        """The sealed segments retention deletes, oldest first (the caller holds the clean lock)."""
+        with self._lock:
+            if self._closed:
+                return []
+            sealed = list(self._segments[:-1])
+            total = sum(segment.size for segment in self._segments)
+        doomed: list[Segment] = []
+        for segment in sealed:
+            too_old = retention_ms >= 0 and now_ms - self._newest_timestamp(segment) > retention_ms
+            too_big = retention_bytes >= 0 and total - segment.size >= retention_bytes
+            if not (too_old or too_big):
+                break
+            doomed.append(segment)
+            total -= segment.size
+        return doomed
 
     def segments_from_timestamp(self, timestamp: int) -> Iterator[int]:
         """Base offsets of the segments that may hold a record at or after ``timestamp``.

@@ -26,6 +26,11 @@ class CoordinatorConfig:
     # KIP-848 consumer groups (group.consumer.*), with Kafka 4's defaults.
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    # The bounds a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms must keep.
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
     consumer_max_size: int = 2_147_483_647
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # group.consumer.assignment.interval.ms: a group's target is computed at most this often
@@ -35,6 +40,10 @@ class CoordinatorConfig:
     migration_policy: str = "bidirectional"
     # group.coordinator.rebalance.protocols
     rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+    # kcoord.offset.out.of.range and kcoord.initial.offset: the broker-wide defaults of the
+    # offset reset policies a group may override (docs/coordinator-rules.md#offset-reset-policies).
+    offset_out_of_range: str = "none"
+    initial_offset: str = "none"
 
     @property
     def upgrade_enabled(self) -> bool:
@@ -57,10 +66,16 @@ class CoordinatorConfig:
             require_known_topic=config["offsets.commit.require.known.topic"],
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
+            consumer_max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
+            consumer_min_heartbeat_interval_ms=config["group.consumer.min.heartbeat.interval.ms"],
+            consumer_max_heartbeat_interval_ms=config["group.consumer.max.heartbeat.interval.ms"],
             consumer_max_size=config["group.consumer.max.size"],
             consumer_assignment_interval_ms=config["group.consumer.assignment.interval.ms"],
             consumer_assignors=tuple(a.strip() for a in config["group.consumer.assignors"].split(",") if a.strip()),
             migration_policy=config["group.consumer.migration.policy"],
             rebalance_protocols=tuple(
                 p.strip() for p in config["group.coordinator.rebalance.protocols"].split(",") if p.strip()),
+            offset_out_of_range=config["kcoord.offset.out.of.range"],
+            initial_offset=config["kcoord.initial.offset"],
         )

@@ -170,13 +170,16 @@ class OffsetMetadataManager:
                     self._tombstone(group_id, t, partition, fx)
 
     def commit_start_offsets(self, group_id: str, topic: str, starts: Mapping[int, int], now: int,
-                             fx: Effects) -> list[int]:
-        """Commit each partition's start offset unless the group already has one; returns those committed."""
+                             fx: Effects, metadata: str = "") -> list[int]:
+        """Commit each partition's start offset unless the group already has one; returns those committed.
+
+        ``metadata`` marks the commits as the broker's (docs/coordinator-rules.md#policy-commits).
+        """
         committed = []
         for partition, start in sorted(starts.items()):
             if self.store.get(group_id, topic, partition) is not None:
                 continue
-            value = OffsetValue(offset=start, leader_epoch=-1, metadata="", commit_timestamp=now,
+            value = OffsetValue(offset=start, leader_epoch=-1, metadata=metadata, commit_timestamp=now,
                                 expire_timestamp=-1)
             fx.write(group_id, OffsetCommitRecord(group_id, topic, partition, value))
             committed.append(partition)

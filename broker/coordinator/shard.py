@@ -7,7 +7,9 @@ is not answered is parked and answered in the effects of a later call. Nothing h
 reads a clock or touches a file.
 
 The shard dispatches to the group managers (one per group type) and to the offset manager,
-routes ``replay`` of every record to its owner, runs the load, and owns the timers.
+routes ``replay`` of every record to its owner, runs the load, and owns the timers. It also
+holds the groups' own configs and applies the offset reset policies they choose
+(``reset_policies``) after every call that may assign partitions or move an offset.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from broker.coordinator.config import CoordinatorConfig
 from broker.coordinator.effects import Effects
+from broker.coordinator.group_configs import GroupConfigs
 from broker.coordinator.groups import Group, GroupMetadataManager
 from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.offset_store import OffsetStore
@@ -40,6 +43,7 @@ from broker.coordinator.requests import (
     OffsetFetchResult,
     SyncGroupRequest,
 )
+from broker.coordinator.reset_policies import NEW_PARTITIONS, LogBounds, ResetPolicies
 from broker.coordinator.timers import Timers
 from protocol.errors import ErrorCode
 
@@ -56,6 +60,7 @@ class GroupCoordinatorShard:
         config: CoordinatorConfig | None = None,
         new_id: Callable[[], str] | None = None,
         topics: MetadataImage | None = None,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
         self.timers = Timers()
@@ -65,6 +70,12 @@ class GroupCoordinatorShard:
                                                   lambda: self._image)
         self.classic = self.group_manager.classic
         self.consumer = self.group_manager.consumer
+        #: Every group's own configs (GROUP config resources), replayed from their log by the shell.
+        self.group_configs = group_configs or GroupConfigs(self.config)
+        self.consumer.session_timeout_ms = self.group_configs.session_timeout_ms
+        self.consumer.heartbeat_interval_ms = self.group_configs.heartbeat_interval_ms
+        self.policies = ResetPolicies(self.group_configs, self.offsets,
+                                      lambda topic_id: None if self._image is None else self._image.topic_name(topic_id))
 
     # ------------------------------------------------------------------ state, for the shell and tests
 
@@ -85,6 +96,15 @@ class GroupCoordinatorShard:
     def topics(self, topics: MetadataImage | None) -> None:
         self._image = topics
         self.offset_manager.topics = topics
+
+    @property
+    def log_bounds(self) -> LogBounds | None:
+        """Where each partition's log starts and ends, for the offset reset policies (the broker's catalogue)."""
+        return self.policies.bounds
+
+    @log_bounds.setter
+    def log_bounds(self, bounds: LogBounds | None) -> None:
+        self.policies.bounds = bounds
 
     @property
     def rebalances(self) -> int:
@@ -135,6 +155,7 @@ class GroupCoordinatorShard:
         """Fire every deadline that has passed."""
         fx = self.effects()
         self.timers.fire_due(now, fx)
+        self._commit_initial_offsets(fx, now)
         return fx
 
     # ------------------------------------------------------------------ classic protocol
@@ -142,21 +163,25 @@ class GroupCoordinatorShard:
     def join_group(self, ticket: int, now: int, request: JoinGroupRequest) -> Effects:
         fx = self.effects()
         self.group_manager.join_group(ticket, now, request, fx)
+        self._commit_initial_offsets(fx, now)
         return fx
 
     def sync_group(self, ticket: int, now: int, request: SyncGroupRequest) -> Effects:
         fx = self.effects()
         self.group_manager.sync_group(ticket, now, request, fx)
+        self._commit_initial_offsets(fx, now)
         return fx
 
     def heartbeat(self, ticket: int, now: int, request: HeartbeatRequest) -> Effects:
         fx = self.effects()
         self.group_manager.heartbeat(ticket, now, request, fx)
+        self._commit_initial_offsets(fx, now)
         return fx
 
     def leave_group(self, ticket: int, now: int, request: LeaveGroupRequest) -> Effects:
         fx = self.effects()
         self.group_manager.leave_group(ticket, now, request, fx)
+        self._commit_initial_offsets(fx, now)
         return fx
 
     # ------------------------------------------------------------------ consumer protocol (KIP-848)
@@ -164,6 +189,7 @@ class GroupCoordinatorShard:
     def consumer_group_heartbeat(self, ticket: int, now: int, request: ConsumerGroupHeartbeatRequest) -> Effects:
         fx = self.effects()
         self.consumer.heartbeat(ticket, now, request, fx)
+        self._commit_initial_offsets(fx, now)
         return fx
 
     def consumer_group_describe(self, ticket: int, now: int, request: ConsumerGroupDescribeRequest) -> Effects:
@@ -178,6 +204,10 @@ class GroupCoordinatorShard:
         error = self.group_manager.validate_offset_commit(request, now)
         fx.reply(ticket, self.offset_manager.commit(request, error, now, fx))
         self.group_manager.after_offset_commit(request.group_id)
+        if error is None and self.group_configs.out_of_range(request.group_id) == "nearest":
+            committed = [(t.name, p.partition) for t in request.topics for p in t.partitions]
+            self._write_policy_commits(request.group_id, self.policies.out_of_range(request.group_id, committed, now),
+                                       "a commit outside the log", fx)
         return fx
 
     def offset_fetch(self, ticket: int, now: int, request: OffsetFetchRequest) -> Effects:
@@ -267,9 +297,73 @@ class GroupCoordinatorShard:
         if self.config.new_partitions_start != "earliest" or not new_partitions:
             return fx
         for group in self.group_manager.consuming(topic):
-            committed = self.offset_manager.commit_start_offsets(group.group_id, topic, new_partitions, now, fx)
+            committed = self.offset_manager.commit_start_offsets(group.group_id, topic, new_partitions, now, fx,
+                                                                 NEW_PARTITIONS)
             if committed:
+                self.policies.counted(NEW_PARTITIONS, len(committed))
                 log.info("topic %s grew: committed the start offsets of new partitions %s for group %s",
                          topic, committed, group.group_id)
         return fx
 
+
+    # ------------------------------------------------------------------ group configs and reset policies
+
+    def replay_group_config(self, group_id: str, configs: Mapping[str, str] | None) -> None:
+        """Apply one record of the group config log (the shell replays it before ``finish_load``)."""
+        self.group_configs.replay(group_id, configs)
+
+    def on_group_config_changed(self, group_id: str, now: int) -> Effects:
+        """A group's configs changed: with ``nearest`` now in force, its offsets out of the log move at once.
+
+        The consumer session timeout and heartbeat interval are read on every heartbeat, so
+        they apply from the group's next heartbeat on.
+        """
+        fx = self.effects()
+        for gid, records in self.policies.sweep(now, [group_id]).items():
+            self._write_policy_commits(gid, records, "its policy changed", fx)
+        return fx
+
+    def before_log_start_moves(self, topic: str, partition: int, new_start: int, now: int) -> Effects:
+        """Retention or DeleteRecords will move ``topic-partition``'s log start to ``new_start``.
+
+        Groups with ``nearest`` whose committed offset lies below it get ``new_start``
+        committed (docs/coordinator-rules.md#offset-reset-policies); the shell makes these
+        records durable before the new log start is visible to anyone.
+        """
+        fx = self.effects()
+        by_group: dict[str, list[OffsetCommitRecord]] = {}
+        for record in self.policies.before_log_start_moves(topic, partition, new_start, now):
+            by_group.setdefault(record.group_id, []).append(record)
+        for group_id, records in by_group.items():
+            self._write_policy_commits(group_id, records, f"the log start of {topic}-{partition} moves to {new_start}",
+                                       fx)
+        return fx
+
+    def enforce_offset_policies(self, now: int) -> Effects:
+        """After load, once the log bounds are known: ``nearest`` for every committed offset out of its log.
+
+        Catches a log that recovery truncated below a commit, a topic recreated under a group's
+        offsets, and a crash between a log start moving and its commits becoming durable.
+        """
+        fx = self.effects()
+        for group_id, records in self.policies.sweep(now).items():
+            self._write_policy_commits(group_id, records, "its offsets were out of the log at start-up", fx)
+        return fx
+
+    def _commit_initial_offsets(self, fx: Effects, now: int) -> None:
+        """``kcoord.initial.offset``: partitions this call assigned, with no offset, get one before any reply."""
+        if not fx.records or not self.group_configs.any_initial_policy:
+            return
+        assigned = self.policies.assigned_partitions(r for records in list(fx.records.values()) for r in records)
+        for group_id, partitions in assigned.items():
+            self._write_policy_commits(group_id, self.policies.initial(group_id, partitions, now),
+                                       "it was assigned partitions it had no offset for", fx)
+
+    def _write_policy_commits(self, group_id: str, records: list[OffsetCommitRecord], why: str,
+                              fx: Effects) -> None:
+        for record in records:
+            fx.write(group_id, record)
+        if records:
+            log.info("group %s: %s, so kcoord committed %s", group_id, why, ", ".join(
+                f"{r.topic}-{r.partition}={r.value.offset if r.value else None} "
+                f"({r.value.metadata if r.value else ''})" for r in records))

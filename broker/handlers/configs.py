@@ -8,17 +8,21 @@ APPEND and SUBTRACT work on list configs only. Topic overrides are kept in ``top
 and take effect at once. kcoord reads broker configs only at start-up (``--config``,
 ``--set``), so a broker resource is described (with each value's source and synonyms) but
 any change to it is refused the way Kafka refuses a config that cannot be updated
-dynamically.
+dynamically. A GROUP resource (KIP-848's group configs) is described and changed through
+``GroupConfigAccess`` (``broker.group_config_service``); a change is answered once it is
+durable.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from broker.config import SETTINGS, Config, Setting
 from broker.context import BrokerContext
+from broker.coordinator.group_configs import GroupConfigError
+from broker.slots import Slot
 from broker.topic_configs import (
     TOPIC_CONFIGS,
     ConfigSource,
@@ -59,6 +63,20 @@ class OpType(enum.IntEnum):
     SUBTRACT = 3
 
 
+class GroupConfigAccess(Protocol):
+    """What these handlers need for GROUP resources (``broker.group_config_service.GroupConfigService``)."""
+
+    def describe(self, group_id: str, synonyms: bool, documentation: bool) -> list[dict[str, Any]]: ...
+
+    def current(self, group_id: str) -> dict[str, str]: ...
+
+    def validated(self, group_id: str, overrides: Mapping[str, str | None]) -> dict[str, str]: ...
+
+    def change(self, changes: Mapping[str, Mapping[str, str]]) -> bool: ...
+
+    def respond_when_durable(self, request: Request, body: dict[str, Any]) -> Slot: ...
+
+
 class ResourceError(Exception):
     """One resource's answer is an error: its code and message."""
 
@@ -75,7 +93,8 @@ _SENSITIVE = ("password", "secret", "jaas.config", ".key")
 # ---------------------------------------------------------------------- DescribeConfigs
 
 
-def handle_describe_configs(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+def handle_describe_configs(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
+                            groups: GroupConfigAccess | None = None) -> dict[str, Any]:
     version = request.header.api_version
     body = request.body
     synonyms = bool(body.get("include_synonyms", False))
@@ -87,7 +106,7 @@ def handle_describe_configs(ctx: BrokerContext, catalog: TopicCatalog, request: 
                                   "resource_name": resource.resource_name, "configs": []}
         try:
             entries = _describe(ctx, catalog, resource.resource_type, resource.resource_name, synonyms,
-                                documentation)
+                                documentation, groups)
         except ResourceError as exc:
             result.update(error_code=int(exc.code), error_message=exc.message)
         else:
@@ -99,7 +118,7 @@ def handle_describe_configs(ctx: BrokerContext, catalog: TopicCatalog, request: 
 
 
 def _describe(ctx: BrokerContext, catalog: TopicCatalog, resource_type: int, name: str,
-              synonyms: bool, documentation: bool) -> list[dict[str, Any]]:
+              synonyms: bool, documentation: bool, groups: GroupConfigAccess | None) -> list[dict[str, Any]]:
     if resource_type == ResourceType.TOPIC:
         topic = _existing_topic(catalog, name)
         return described_topic_configs(topic, synonyms, documentation)
@@ -108,6 +127,10 @@ def _describe(ctx: BrokerContext, catalog: TopicCatalog, resource_type: int, nam
             return []  # the cluster-wide dynamic defaults: kcoord has none
         _check_broker_id(ctx, name, "or empty string, ")
         return _described_broker_configs(ctx.config, synonyms, documentation)
+    if resource_type == ResourceType.GROUP and groups is not None:
+        if not name:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        return groups.describe(name, synonyms, documentation)
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {_type_name(resource_type)}")
 
 
@@ -204,12 +227,14 @@ def _is_sensitive(name: str) -> bool:
 # ---------------------------------------------------------------------- AlterConfigs
 
 
-def handle_alter_configs(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
-    """Legacy AlterConfigs: a topic's overrides become exactly the configs given."""
+def handle_alter_configs(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
+                         groups: GroupConfigAccess | None = None) -> dict[str, Any] | Slot | None:
+    """Legacy AlterConfigs: a topic's (or a group's) overrides become exactly the configs given."""
     body = request.body
     validate_only = bool(body.validate_only)
     repeated = _repeated_resources(body.resources)
     responses = []
+    changed_groups: dict[str, dict[str, str]] = {}
     for resource in body.resources:
         try:
             if (resource.resource_type, resource.resource_name) in repeated:
@@ -223,21 +248,25 @@ def handle_alter_configs(ctx: BrokerContext, catalog: TopicCatalog, request: Req
                 _apply(catalog, topic, overrides, validate_only)
             elif resource.resource_type == ResourceType.BROKER:
                 _refuse_broker_change(ctx, resource.resource_name, changes)
+            elif resource.resource_type == ResourceType.GROUP and groups is not None:
+                changed_groups[resource.resource_name] = _group_overrides(groups, resource.resource_name, changes)
             else:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
         except ResourceError as exc:
             responses.append(_alter_response(resource, exc.code, exc.message))
         else:
             responses.append(_alter_response(resource, ErrorCode.NONE, None))
-    return {"throttle_time_ms": 0, "responses": responses}
+    return _answer(request, {"throttle_time_ms": 0, "responses": responses}, groups, changed_groups, validate_only)
 
 
-def handle_incremental_alter_configs(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
-    """KIP-339: SET, DELETE, APPEND and SUBTRACT single configs of a topic."""
+def handle_incremental_alter_configs(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
+                                     groups: GroupConfigAccess | None = None) -> dict[str, Any] | Slot | None:
+    """KIP-339: SET, DELETE, APPEND and SUBTRACT single configs of a topic (or of a group)."""
     body = request.body
     validate_only = bool(body.validate_only)
     repeated = _repeated_resources(body.resources)
     responses = []
+    changed_groups: dict[str, dict[str, str]] = {}
     for resource in body.resources:
         try:
             if (resource.resource_type, resource.resource_name) in repeated:
@@ -258,13 +287,54 @@ def handle_incremental_alter_configs(ctx: BrokerContext, catalog: TopicCatalog, 
             elif resource.resource_type == ResourceType.BROKER_LOGGER:
                 raise ResourceError(ErrorCode.INVALID_REQUEST,
                                     "kcoord sets log levels at start-up only (--log-level)")
+            elif resource.resource_type == ResourceType.GROUP and groups is not None:
+                name = resource.resource_name
+                overrides = _incremental_group(groups.current(name), [(c.name, OpType(c.config_operation), c.value)
+                                                                      for c in resource.configs])
+                changed_groups[name] = _group_overrides(groups, name, overrides)
             else:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
         except ResourceError as exc:
             responses.append(_alter_response(resource, exc.code, exc.message))
         else:
             responses.append(_alter_response(resource, ErrorCode.NONE, None))
-    return {"throttle_time_ms": 0, "responses": responses}
+    return _answer(request, {"throttle_time_ms": 0, "responses": responses}, groups, changed_groups, validate_only)
+
+
+# ---------------------------------------------------------------------- groups
+
+
+def _incremental_group(current: dict[str, str], ops: list[tuple[str, OpType, str | None]]) -> dict[str, str | None]:
+    """A group's overrides after the operations; no group config is a list, so APPEND and SUBTRACT are refused."""
+    result: dict[str, str | None] = dict(current)
+    for name, op, value in ops:
+        if op is OpType.SET:
+            result[name] = value
+        elif op is OpType.DELETE:
+            result.pop(name, None)
+        else:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Can't {op.name} to key {name} because its type is not LIST.")
+    return result
+
+
+def _group_overrides(groups: GroupConfigAccess, name: str, overrides: Mapping[str, str | None]) -> dict[str, str]:
+    """Kafka's ControllerConfigurationValidator for GROUP: a named group, known names, valid values."""
+    if not name:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+    try:
+        return groups.validated(name, overrides)
+    except GroupConfigError as exc:
+        raise ResourceError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def _answer(request: Request, body: dict[str, Any], groups: GroupConfigAccess | None,
+            changed: dict[str, dict[str, str]], validate_only: bool) -> dict[str, Any] | Slot | None:
+    """The reply; when group configs changed, once the change (and what the coordinator made of it) is durable."""
+    if not changed or validate_only or groups is None:
+        return body
+    if not groups.change(changed):
+        return None  # the log could not be written: the broker is stopping
+    return groups.respond_when_durable(request, body)
 
 
 def _incremental(current: dict[str, str], ops: list[tuple[str, OpType, str | None]]) -> dict[str, str | None]:

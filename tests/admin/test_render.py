@@ -108,6 +108,18 @@ def test_describe_tables() -> None:
     assert "LOG-END-OFFSET" in both and "#PARTITIONS" in both
 
 
+def test_offsets_the_broker_committed_by_a_policy_show_which() -> None:
+    committed = {("t", 0): CommittedOffset(40, metadata="kcoord:nearest"), ("t", 1): CommittedOffset(5, metadata="app")}
+    document = described_group(_stable_group(), committed, {("t", 0): 50, ("t", 1): 5, ("t", 2): 7})
+    assert [r["policy"] for r in document["offsets"]] == ["nearest", None, None]
+    lines = described_group_table(document, members=False, offsets=True).splitlines()
+    assert lines[2].endswith("CLIENT-ID  COMMITTED-BY-POLICY")
+    assert lines[3].endswith("c1         nearest")
+    # Without policy commits the table keeps its usual columns.
+    plain = described_group(_stable_group(), {("t", 0): CommittedOffset(40)}, {("t", 0): 50})
+    assert "COMMITTED-BY-POLICY" not in described_group_table(plain, members=False, offsets=True)
+
+
 def test_describe_empty_group_says_so() -> None:
     document = described_group(GroupDescription("e", "Empty", "", ""), {}, {})
     text = described_group_table(document, members=True, offsets=True)

@@ -51,7 +51,7 @@ def test_subscribed_stable_group_gets_commits_for_exactly_the_new_partitions() -
     written = _grow(h, "orders", {1: 0, 2: 0, 3: 0})
 
     assert written == [
-        (OffsetKey("app", "orders", p), OffsetValue(offset=0, leader_epoch=-1, metadata="",
+        (OffsetKey("app", "orders", p), OffsetValue(offset=0, leader_epoch=-1, metadata="kcoord:new_partitions",
                                                     commit_timestamp=h.now, expire_timestamp=-1))
         for p in (1, 2, 3)
     ]

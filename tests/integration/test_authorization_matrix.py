@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from construct import Container
 
-from admin.client import AdminClient, CommittedOffset
+from admin.client import RESOURCE_GROUP, AdminClient, CommittedOffset
 from admin.security import ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -487,6 +487,43 @@ CASES: dict[int, Case] = {
 OPEN_APIS = {ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE, ApiKey.SASL_HANDSHAKE}
 
 
+def _group_config(world: World, group: str, name: str) -> str | None:
+    return {c.name: c.value for c in world.admin.describe_configs(RESOURCE_GROUP, group)}[name]
+
+
+#: The config APIs on GROUP resources (KIP-848 group configs): Kafka asks DESCRIBE_CONFIGS or
+#: ALTER_CONFIGS on the group and answers GROUP_AUTHORIZATION_FAILED for that resource.
+GROUP_CONFIG_CASES: dict[str, tuple[int, Case]] = {
+    "describe-group-configs": (ApiKey.DESCRIBE_CONFIGS, Case(
+        grants=[(R.GROUP, "g-cfg-1", Op.DESCRIBE_CONFIGS)],
+        request=lambda v, cell: body(ApiKey.DESCRIBE_CONFIGS, v, resources=[
+            item(ApiKey.DESCRIBE_CONFIGS, v, ("resources",), resource_type=RESOURCE_GROUP, resource_name="g-cfg-1",
+                 configuration_keys=None)]),
+        refused=lambda reply, w: (_only(E.GROUP_AUTHORIZATION_FAILED)(reply, w),
+                                  _assert_equal(list(reply.results[0].configs), [])),
+        allowed=lambda reply, w: (_no_error(reply, w),
+                                  _assert_equal("kcoord.initial.offset" in {c.name for c in reply.results[0].configs},
+                                                True)))),
+    "alter-group-configs": (ApiKey.ALTER_CONFIGS, Case(
+        grants=[(R.GROUP, "g-cfg-2", Op.ALTER_CONFIGS)],
+        request=lambda v, cell: body(ApiKey.ALTER_CONFIGS, v, validate_only=False, resources=[
+            item(ApiKey.ALTER_CONFIGS, v, ("resources",), resource_type=RESOURCE_GROUP, resource_name="g-cfg-2",
+                 configs=[{"name": "kcoord.initial.offset", "value": "latest"}])]),
+        refused=_only(E.GROUP_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(_group_config(w, "g-cfg-2", "kcoord.initial.offset"), "none"),
+        allowed=_no_error)),
+    "incremental-alter-group-configs": (ApiKey.INCREMENTAL_ALTER_CONFIGS, Case(
+        grants=[(R.GROUP, "g-cfg-3", Op.ALTER_CONFIGS)],
+        request=lambda v, cell: body(ApiKey.INCREMENTAL_ALTER_CONFIGS, v, validate_only=False, resources=[
+            item(ApiKey.INCREMENTAL_ALTER_CONFIGS, v, ("resources",), resource_type=RESOURCE_GROUP,
+                 resource_name="g-cfg-3",
+                 configs=[{"name": "kcoord.offset.out.of.range", "config_operation": 0, "value": "nearest"}])]),
+        refused=_only(E.GROUP_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(_group_config(w, "g-cfg-3", "kcoord.offset.out.of.range"), "none"),
+        allowed=_no_error)),
+}
+
+
 def _assert_equal(actual: Any, expected: Any) -> None:
     assert actual == expected, (actual, expected)
 
@@ -494,14 +531,14 @@ def _assert_equal(actual: Any, expected: Any) -> None:
 # ---------------------------------------------------------------------- running it
 
 
-def _principals(key: int) -> dict[str, str]:
+def _principals(key: int | str) -> dict[str, str]:
     return {"nobody": f"nobody-{key}", "deny": f"deny-{key}", "allowed": f"allowed-{key}", "admin": ADMIN}
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("matrix")
-    names = {ADMIN} | {name for key in ApiKey for name in _principals(key).values()}
+    names = {ADMIN} | {name for key in [*ApiKey, *GROUP_CONFIG_CASES] for name in _principals(key).values()}
     users = tmp / "users.txt"
     users.write_text("".join(f"SCRAM-SHA-256=[name={n},password={PASSWORD}]\n" for n in sorted(names)))
     broker = BrokerProcess(tmp / "data", {
@@ -549,10 +586,17 @@ def test_authorization_matrix(world: World, key: int) -> None:
     served = _served(world)
     if key not in served:
         pytest.skip(f"{ApiKey(key).name} is not served by this broker")
-    version = served[key]
-    case = CASES[key]
+    _run_cells(world, key, served[key], CASES[key], _principals(key))
+
+
+@pytest.mark.parametrize("name", sorted(GROUP_CONFIG_CASES))
+def test_authorization_matrix_of_group_config_resources(world: World, name: str) -> None:
+    key, case = GROUP_CONFIG_CASES[name]
+    _run_cells(world, key, _served(world)[key], case, _principals(name))
+
+
+def _run_cells(world: World, key: int, version: int, case: Case, principals: dict[str, str]) -> None:
     case.setup(world)
-    principals = _principals(key)
     world.grant(f"User:{principals['allowed']}", case.grants, pattern=case.grant_pattern)
     world.grant(f"User:{principals['deny']}", case.grants, pattern=case.grant_pattern)
     world.grant(f"User:{principals['deny']}", case.grants, AclPermissionType.DENY, pattern=case.grant_pattern)

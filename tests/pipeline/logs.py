@@ -55,10 +55,11 @@ class LogWriter:
                                  "log_offset": base + i})
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int], ts: int,
-               commit_ts: int | None = None) -> None:
+               commit_ts: int | None = None, metadata: str | None = None) -> None:
         records, kinds = [], []
         for (topic, partition), offset in offsets.items():
-            value = OffsetValue(offset, 3, f"m{offset}", ts if commit_ts is None else commit_ts, -1)
+            value = OffsetValue(offset, 3, f"m{offset}" if metadata is None else metadata,
+                                ts if commit_ts is None else commit_ts, -1)
             records.append((encode_key(OffsetKey(group, topic, partition)), encode_offset_value(value)))
             kinds.append({"kind": "commit", "topic": topic, "partition": partition, "offset": offset,
                           "commit_timestamp": value.commit_timestamp})

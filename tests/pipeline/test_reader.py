@@ -253,15 +253,23 @@ def test_stats_oracle(tmp_path: Path) -> None:
     w.commit("old", {("a", 0): 1}, T0 + 1000)
     w.delete_group("old", [("a", 0)], T0 + 1500)
     w.group_metadata("old", 1, {}, T0 + 1600)  # re-created: generation 1 again is a new one
+    w.commit("g", {("a", 1): 0}, T0 + 3000, metadata="kcoord:latest_on_start")
+    w.commit("g", {("a", 0): 9}, T0 + 3100, metadata="kcoord:nearest")
+    w.commit("g", {("a", 0): 12, ("a", 1): 12}, T0 + 3200, metadata="kcoord:nearest")
+    w.commit("g", {("a", 0): 13}, T0 + 3300, metadata="kcoord:")  # no policy named: a client's own
     w.close()
     now = T0 + 61_000 + 30 * 60_000
     tables = history.stats(tmp_path, now, idle_minutes=20)
+    assert tables["policy_commits"] == [
+        {"group": "g", "policy": "latest_on_start", "commits": 1, "last_commit": T0 + 3000},
+        {"group": "g", "policy": "nearest", "commits": 3, "last_commit": T0 + 3200},
+    ]
     assert tables["commits_per_minute"] == [
-        {"group": "g", "minute": (T0 + 2500) // 60_000 * 60_000, "commits": 3},
+        {"group": "g", "minute": (T0 + 2500) // 60_000 * 60_000, "commits": 8},
         {"group": "g", "minute": (T0 + 61_000) // 60_000 * 60_000, "commits": 1},
         {"group": "old", "minute": (T0 + 1000) // 60_000 * 60_000, "commits": 1},
     ]
-    assert tables["last_commit"] == [{"group": "g", "last_commit": T0 + 61_000, "commits": 4},
+    assert tables["last_commit"] == [{"group": "g", "last_commit": T0 + 61_000, "commits": 9},
                                      {"group": "old", "last_commit": T0 + 1000, "commits": 1}]
     assert tables["idle_groups"] == [{"group": "g", "last_commit": T0 + 61_000, "idle_ms": 30 * 60_000},
                                      {"group": "old", "last_commit": T0 + 1000, "idle_ms": now - T0 - 1000}]

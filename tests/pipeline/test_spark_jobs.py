@@ -45,6 +45,9 @@ def written_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("written") / "data"
     w = as_of_scenario(data_dir)
     w.consumer_group("cg", 2, {"m1": ["orders"], "m2": ["orders"]}, T0 + 6500)
+    # Commits the broker made under the groups' reset policies (metadata kcoord:<policy>).
+    w.commit("cg", {("orders", 0): 0, ("orders", 1): 0}, T0 + 6600, metadata="kcoord:latest_on_start")
+    w.commit("cg", {("orders", 0): 4}, T0 + 6700, metadata="kcoord:nearest")
     for i in range(60):
         w.commit(f"busy{i % 4}", {("orders", 0): i, ("orders", 1): i + 1}, T0 + 7000 + i * 1000)
         if i == 30:
@@ -247,6 +250,16 @@ def test_both_engines_print_the_same_tables(spark: Any, log: str, request: pytes
         by_spark = _printed(capsys, [*argv, "--engine", "spark"])
         assert by_python == by_spark, argv
         assert by_python.strip(), argv
+
+
+def test_stats_prints_the_policy_commits_per_group_with_both_engines(
+        spark: Any, written_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["pipeline", "stats", "--data-dir", str(written_log), "--now", str(T0 + 60_000)]
+    printed = {engine: _printed(capsys, [*argv, "--engine", engine]) for engine in ("python", "spark")}
+    assert printed["python"] == printed["spark"]
+    table = printed["python"].split("== policy_commits ==\n")[1].split("\n\n")[0].splitlines()
+    assert table[0].split() == list(STATS_TABLES["policy_commits"])
+    assert [line.split()[:3] for line in table[2:]] == [["cg", "latest_on_start", "2"], ["cg", "nearest", "1"]]
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])

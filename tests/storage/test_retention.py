@@ -53,6 +53,26 @@ def test_time_retention_deletes_segments_whose_newest_record_is_old(tmp_path: Pa
     assert log.enforce_retention(now_ms=now, retention_ms=7 * DAY, retention_bytes=-1) == 0
 
 
+def test_retention_start_says_where_retention_would_move_the_start_without_moving_it(tmp_path: Path) -> None:
+    """The broker acts first (group offsets with nearest), then moves the start to exactly there."""
+    log = PartitionLog.open(tmp_path / "t-0", segment_bytes=1024)
+    twin = PartitionLog.open(tmp_path / "twin-0", segment_bytes=1024)
+    now = 100 * DAY
+    for target in (log, twin):
+        _fill(target, 20, lambda i: now - 10 * DAY)
+        _fill(target, 20, lambda i: now - 1000)
+    segments = list(log.segments)
+    start = log.retention_start(now, 7 * DAY, -1)
+    assert start is not None and start > 0
+    assert (log.log_start_offset, log.segments) == (0, segments)  # nothing moved yet
+    assert log.advance_log_start(start) == start
+    twin.enforce_retention(now_ms=now, retention_ms=7 * DAY, retention_bytes=-1)
+    assert (log.log_start_offset, [p.name for p in log.segments]) == (
+        twin.log_start_offset, [p.name for p in twin.segments])
+    assert log.retention_start(now, 7 * DAY, -1) is None
+    assert log.retention_start(now, -1, -1) is None
+
+
 def test_nothing_to_delete_when_both_rules_are_off(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "t-0", segment_bytes=1024)
     _fill(log, 20)

@@ -97,6 +97,10 @@ class ConsumerGroupManager:
         self.upgrade: Callable[[str, list[CoordinatorRecord], Effects, int], ConsumerGroup | None] = (
             lambda _g, _r, _fx, _now: None)
         self.downgrade: Callable[[ConsumerGroup, str, Effects, int], bool] = lambda _g, _m, _fx, _now: False
+        # Set by the shard: a group's own consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+        # (group configs, read on every heartbeat so a change applies without a restart).
+        self.session_timeout_ms: Callable[[str], int] = lambda _g: config.consumer_session_timeout_ms
+        self.heartbeat_interval_ms: Callable[[str], int] = lambda _g: config.consumer_heartbeat_interval_ms
         timers.register(SESSION, TimerKind(self._session_current, self._on_session_expired))
         timers.register(REVOCATION, TimerKind(self._revocation_current, self._on_revocation_expired))
         timers.register(ASSIGNMENT, TimerKind(self._assignment_current, self._on_assignment_due))
@@ -213,7 +217,7 @@ class ConsumerGroupManager:
         target_epoch, target = self.update_group(group, member, updated, replaced, now, records)
         reconciled = self.reconcile(group, updated, target_epoch, target, owned, now, records)
         self.write(group.group_id, records, fx)
-        self.schedule_session(group.group_id, member_id, now, self.config.consumer_session_timeout_ms)
+        self.schedule_session(group.group_id, member_id, now, self.session_timeout_ms(group.group_id))
         full = create or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
                           and owned is not None)
         changed = reconciled.assigned_partitions != member.assigned_partitions or member_id not in group.members
@@ -221,7 +225,7 @@ class ConsumerGroupManager:
         if full or changed:
             assignment = tuple((t, tuple(ps)) for t, ps in pairs_of(reconciled.assigned_partitions))
         return ConsumerGroupHeartbeatResult(
-            E.NONE, None, member_id, reconciled.member_epoch, self.config.consumer_heartbeat_interval_ms, assignment)
+            E.NONE, None, member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id), assignment)
 
     def _member_for(self, group: ConsumerGroup, member_id: str, request: ConsumerGroupHeartbeatRequest,
                     create: bool, owned: Owned,
@@ -468,7 +472,7 @@ class ConsumerGroupManager:
                 raise HeartbeatError(E.FENCED_INSTANCE_ID,
                                      f"Static member {request.member_id} with instance id {request.instance_id} "
                                      f"was fenced by member {member.member_id}.")
-        interval = self.config.consumer_heartbeat_interval_ms
+        interval = self.heartbeat_interval_ms(group.group_id)
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # A static member steps out to restart: it keeps its partitions for a session timeout.
             leaving = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -548,7 +552,7 @@ class ConsumerGroupManager:
                 self.timers.schedule(now, ASSIGNMENT, group.group_id)
             for member in group.members.values():
                 timeout = (member.classic.session_timeout_ms if member.classic is not None
-                           else self.config.consumer_session_timeout_ms)
+                           else self.session_timeout_ms(group.group_id))
                 self.schedule_session(group.group_id, member.member_id, now, timeout)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     deadline = now + max(member.rebalance_timeout_ms, 0)
