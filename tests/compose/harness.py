@@ -323,6 +323,8 @@ class Project:
             if condition == "service_healthy":
                 self.wait_healthy(dependency)
             elif condition == "service_completed_successfully":
+                # a container never started "exits" 0 at once for `wait`: that is no completion
+                assert self.state(dependency) != "created", f"{service} needs {dependency} started first"
                 code = self.wait_exit(dependency, timeout)
                 assert code == 0, f"{service} needs {dependency} to exit 0; it exited {code}\n{self.describe(dependency)}"
             else:
