@@ -131,7 +131,8 @@ compose-base: .compose/base/bookworm.tar
 # (tests/integration/test_topology.py), after the static checks of both files.
 compose-test: compose-tools $(VENV)/.installed-dev
 	@$(BIN)/python -m tests.compose check
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compose.py tests/integration/test_topology.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compose.py tests/test_compose_sasl.py \
+	  tests/integration/test_topology.py tests/integration/test_topology_sasl.py
 
 # The demo topology in the foreground, services started in depends_on order; Ctrl-C stops it
 # (the volume is kept; compose-down removes it).

@@ -107,10 +107,13 @@ def server_ssl_context(config: Any, client_auth: bool = True) -> ssl.SSLContext:
     location = config["ssl.keystore.location"]
     chain, key = config["ssl.keystore.certificate.chain"], config["ssl.keystore.key"]
     temporary: list[str] = []
+    setting = "TLS settings"  # which setting a failure below names
     try:
         if location:
+            setting = f"ssl.keystore.location={location}"
             context.load_cert_chain(location, password=password)
         elif chain and key:
+            setting = "ssl.keystore.certificate.chain and ssl.keystore.key"
             temporary += [_pem_file(chain), _pem_file(key)]
             context.load_cert_chain(temporary[0], temporary[1], password=password)
         else:
@@ -119,8 +122,10 @@ def server_ssl_context(config: Any, client_auth: bool = True) -> ssl.SSLContext:
         trust_file = config["ssl.truststore.location"]
         trust_text = config["ssl.truststore.certificates"]
         if trust_file:
+            setting = f"ssl.truststore.location={trust_file}"
             context.load_verify_locations(cafile=trust_file)
         elif trust_text:
+            setting = "ssl.truststore.certificates"
             context.load_verify_locations(cadata=trust_text)
         client_auth_mode = config["ssl.client.auth"] if client_auth else "none"
         if client_auth_mode != "none":
@@ -128,8 +133,10 @@ def server_ssl_context(config: Any, client_auth: bool = True) -> ssl.SSLContext:
                 raise ConfigError(f"ssl.client.auth={client_auth_mode} needs ssl.truststore.location or "
                                   "ssl.truststore.certificates")
             context.verify_mode = ssl.CERT_REQUIRED if client_auth_mode == "required" else ssl.CERT_OPTIONAL
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"TLS settings: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{setting}: {exc.strerror or exc}") from None
+    except ssl.SSLError as exc:
+        raise ConfigError(f"{setting}: {exc.reason or exc}") from None
     finally:
         for path in temporary:
             os.unlink(path)

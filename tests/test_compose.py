@@ -73,9 +73,10 @@ def _interpolate_all(node: Any, variables: Mapping[str, str]) -> Any:
     return node
 
 
-def load_compose(variables: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """docker-compose.yml with its variables replaced (unset ones take their defaults)."""
-    document = yaml.safe_load(COMPOSE_FILE.read_text())
+def load_compose(variables: Mapping[str, str] | None = None, file: Path = COMPOSE_FILE) -> dict[str, Any]:
+    """A compose file (docker-compose.yml unless told) with its variables replaced (unset
+    ones take their defaults)."""
+    document = yaml.safe_load(file.read_text())
     assert isinstance(document, dict)
     return _interpolate_all(document, variables or {})  # type: ignore[no-any-return]
 

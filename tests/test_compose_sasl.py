@@ -85,3 +85,30 @@ def test_the_certificates_and_the_broker_command_work_together(compose: dict[str
         assert health.returncode == 0, health.stderr
     finally:
         broker.stop()
+
+
+def test_the_passwords_pass_through_from_the_environment(compose: dict[str, Any]) -> None:
+    # a list entry without a value: the host's value when set, absent otherwise, with both
+    # Docker's compose and podman-compose (which leaves "${NAME:-}" uninterpolated)
+    assert compose["services"]["kcoord-certs"]["environment"] == ["KCOORD_ADMIN_PASSWORD", "KCOORD_DEMO_PASSWORD"]
+
+
+@pytest.mark.parametrize("password, problem", [
+    ("${KCOORD_ADMIN_PASSWORD:-}", "not interpolated"),
+    ('pa"ss', "quote"),
+])
+def test_a_password_the_script_cannot_use_is_refused_and_nothing_is_made(
+        tmp_path: Path, password: str, problem: str) -> None:
+    script = REPO / "deploy" / "security" / "make_certs.py"
+    env = dict(os.environ, KCOORD_ADMIN_PASSWORD=password, KCOORD_DEMO_PASSWORD="")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "security"), "localhost"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode != 0
+    assert problem in done.stderr and "KCOORD_ADMIN_PASSWORD" in done.stderr
+    assert not (tmp_path / "security" / "broker.pem").exists()
+
+
+def test_the_images_build_with_the_same_arguments_as_the_demo(compose: dict[str, Any]) -> None:
+    demo = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    for name, service in compose["services"].items():
+        assert service["build"]["args"] == demo["services"]["kcoord"]["build"]["args"], name

@@ -45,11 +45,31 @@ def _private(path: Path, data: bytes) -> None:
         out.write(data)
 
 
+def _chosen_password(variable: str) -> str | None:
+    """The password set in ``variable``, None when unset or empty.
+
+    Refused (the script exits 2, nothing made): text a compose tool left uninterpolated
+    (``${...}``), which would otherwise become a password anyone can read in the compose
+    file, and characters the JAAS line of the client settings cannot hold.
+    """
+    value = os.environ.get(variable) or None
+    if value is None:
+        return None
+    if "${" in value:
+        sys.exit(f"{variable} holds {value!r}, a compose variable that was not interpolated: "
+                 "set it to a password or leave it unset for a random one")
+    if any(ch in value for ch in '"\\\n\r'):
+        sys.exit(f"{variable}: a password may not hold a quote, a backslash or a line break")
+    return value
+
+
 def make(directory: Path, hosts: list[str]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / "broker.pem").exists():
         print(f"{directory}: certificates already made, kept")
         return
+    passwords = {"admin": _chosen_password("KCOORD_ADMIN_PASSWORD") or secrets.token_urlsafe(18),
+                 "demo": _chosen_password("KCOORD_DEMO_PASSWORD") or secrets.token_urlsafe(18)}
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (x509.CertificateBuilder().subject_name(_name("kcoord compose CA")).issuer_name(_name("kcoord compose CA"))
@@ -73,8 +93,6 @@ def make(directory: Path, hosts: list[str]) -> None:
     pem = serialization.Encoding.PEM
     (directory / "ca.pem").write_bytes(ca.public_bytes(pem))
     _private(directory / "broker.pem", _pem_key(key) + cert.public_bytes(pem) + ca.public_bytes(pem))
-    passwords = {"admin": os.environ.get("KCOORD_ADMIN_PASSWORD") or secrets.token_urlsafe(18),
-                 "demo": os.environ.get("KCOORD_DEMO_PASSWORD") or secrets.token_urlsafe(18)}
     _private(directory / "users.txt", "".join(
         f"SCRAM-SHA-512=[name={user},password={password}]\n" for user, password in passwords.items()).encode())
     for user, password in passwords.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from broker.config import Config, ConfigError
@@ -46,3 +48,13 @@ def test_tls_needs_a_keystore_and_client_auth_a_truststore() -> None:
         Config({"ssl.enabled.protocols": "TLSv1.1"})
     with pytest.raises(ConfigError):
         Config({"sasl.enabled.mechanisms": "GSSAPI"})
+
+
+def test_an_unreadable_tls_file_is_named_with_its_setting(tmp_path: Path) -> None:
+    missing = tmp_path / "broker.pem"
+    with pytest.raises(ConfigError, match=rf"ssl\.keystore\.location={missing}: No such file or directory"):
+        server_ssl_context(Config({"ssl.keystore.location": str(missing)}))
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    with pytest.raises(ConfigError, match=rf"ssl\.keystore\.location={garbage}: "):
+        server_ssl_context(Config({"ssl.keystore.location": str(garbage)}))

@@ -222,17 +222,21 @@ class Project:
     name: str
     variables: dict[str, str]
     file: Path = COMPOSE_FILE
+    #: compose profiles to enable (Docker's ``--profile``; podman-compose 1.0 has no
+    #: profiles and creates every service, which the harness starts one by one anyway)
+    profiles: tuple[str, ...] = ()
     #: seconds each step took, by name, for the record in docs/deployment.md
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.variables = {**self.engine.build_variables, **self.variables}
-        self.spec = load_compose(self.variables)
+        self.spec = load_compose(self.variables, self.file)
 
     # ------------------------------------------------------------------ compose commands
 
     def compose(self, *args: str, timeout: float = COMMAND_TIMEOUT, check: bool = True) -> subprocess.CompletedProcess[str]:
-        argv = [*self.engine.compose_tool, "-p", self.name, "-f", str(self.file), *args]
+        profiles = [arg for name in self.profiles for arg in ("--profile", name)] if self.engine.kind == "docker" else []
+        argv = [*self.engine.compose_tool, "-p", self.name, "-f", str(self.file), *profiles, *args]
         return self.engine.run(argv, timeout=timeout, check=check, env=self.variables)
 
     def build(self) -> None:
@@ -319,6 +323,8 @@ class Project:
             if condition == "service_healthy":
                 self.wait_healthy(dependency)
             elif condition == "service_completed_successfully":
+                # a container never started "exits" 0 at once for `wait`: that is no completion
+                assert self.state(dependency) != "created", f"{service} needs {dependency} started first"
                 code = self.wait_exit(dependency, timeout)
                 assert code == 0, f"{service} needs {dependency} to exit 0; it exited {code}\n{self.describe(dependency)}"
             else:
