@@ -36,9 +36,17 @@ from typing import Any, Protocol
 
 import trio
 
-__all__ = ["GroupCommit", "Observer", "Reply", "Syncable"]
+__all__ = ["GroupCommit", "Observer", "Reply", "Signal", "Syncable"]
 
 log = logging.getLogger("kcoord.storage")
+
+
+class Signal(Protocol):
+    """What a reply's ``event`` must do: a ``trio.Event``, or anything with the same two calls."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
 
 
 class Reply(Protocol):
@@ -47,7 +55,7 @@ class Reply(Protocol):
     frame: bytes | None
 
     @property
-    def event(self) -> trio.Event: ...
+    def event(self) -> Signal: ...
 
 
 class Syncable(Protocol):
