@@ -26,7 +26,7 @@ from broker.coordinator.api import BINDINGS, Binding, Rejected
 from broker.coordinator.classic.state import ClassicGroupState
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
-from broker.coordinator.records import encode as encode_record
+from broker.coordinator.records import encode_all as encode_records
 from broker.coordinator.requests import ClientInfo
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.slots import Slot
@@ -209,7 +209,7 @@ class GroupService:
             log_ = self.log
             try:
                 for group_id, records in fx.records.items():
-                    log_.append(group_id, [encode_record(r) for r in records], now)
+                    log_.append(group_id, encode_records(records), now)
                     self.records_appended += len(records)
             except OSError as exc:
                 self.stopped = True

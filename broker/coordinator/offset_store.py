@@ -115,6 +115,16 @@ class OffsetStore:
         offsets = topics.get(topic)
         return None if offsets is None else offsets.get(partition)
 
+    def offset_of(self, group: str, topic: str, partition: int) -> int:
+        """The committed offset alone (-1 if none), without building an ``OffsetValue``."""
+        topics = self._groups.get(group)
+        if topics is None:
+            return -1
+        offsets = topics.get(topic)
+        if offsets is None or not 0 <= partition < len(offsets.offsets) or offsets.commit_ts[partition] == _ABSENT:
+            return -1
+        return offsets.offsets[partition]
+
     def delete(self, group: str, topic: str, partition: int) -> bool:
         topics = self._groups.get(group)
         if topics is None:
