@@ -27,10 +27,11 @@ from broker.coordinator.classic.state import ClassicGroupState
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode_all as encode_records
-from broker.coordinator.requests import ClientInfo
+from broker.coordinator.requests import ClientInfo, Result
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.slots import Slot
-from protocol.codec import Request, encode_response
+from protocol.api_keys import ApiKey
+from protocol.codec import Request, encode_response, encode_response_body, response_frame
 from protocol.errors import ErrorCode
 from storage.cleaner import CleanResult
 from storage.coordinator_log import CoordinatorLog
@@ -43,6 +44,9 @@ from storage.maintenance import Job
 log = logging.getLogger("kcoord.groups")
 
 OFFSET_COMMIT = 8
+#: APIs whose encoded reply bodies are kept by result (``GroupService._reply_frame``), and how many.
+REPEATING_REPLIES = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT})
+REPLY_BODIES_KEPT = 4096
 
 #: Called when a write or fsync of the coordinator log fails: ``(what was being done, error)``.
 StorageFailure = Callable[[str, OSError], None]
@@ -63,13 +67,14 @@ def raise_storage_failure(what: str, error: OSError) -> None:
     raise error
 
 
-def commit_timed_out(slot: Slot, body: dict[str, Any]) -> bytes:
+def commit_timed_out(slot: Slot, result: Result) -> bytes:
     """The OffsetCommit reply once ``offsets.commit.timeout.ms`` passed without durability.
 
     As Kafka's GroupMetadataManager.storeOffsets: every partition the commit accepted gets
     REQUEST_TIMED_OUT (retriable: clients look the coordinator up again and retry), and a
     partition refused for its own reason keeps that error.
     """
+    body = BINDINGS[OFFSET_COMMIT].encode(slot.version, result)
     timed_out = int(ErrorCode.REQUEST_TIMED_OUT)
     topics = [
         {**topic, "partitions": [
@@ -106,6 +111,7 @@ class GroupService:
         self.on_storage_failure: StorageFailure = raise_storage_failure
         self.stopped = False  # a write or fsync failed: nothing more is appended or answered
         self._tickets: dict[int, tuple[Slot, Binding]] = {}
+        self._reply_bodies: dict[tuple[int, int, Result], bytes] = {}
         self._next_ticket = 0
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
@@ -224,10 +230,9 @@ class GroupService:
             if entry is None:
                 continue
             slot, binding = entry
-            body = binding.encode(slot.version, result)
-            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, body)
+            slot.frame = self._reply_frame(slot, binding, result)
             if slot.api_key == OFFSET_COMMIT:
-                commit.reply_when_durable(needed, slot, commit_timed_out, body)
+                commit.reply_when_durable(needed, slot, commit_timed_out, result)
             else:
                 commit.reply_when_durable(needed, slot)
         for slot in answered:
@@ -237,6 +242,31 @@ class GroupService:
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
+
+    def _reply_frame(self, slot: Slot, binding: Binding, result: Result) -> bytes:
+        """The reply's frame; for the APIs whose results repeat, the body is encoded once.
+
+        A steady consumer commits the same partitions and gets the same answer, and a
+        heartbeat's answer is one error code: their encoded bodies are kept by result
+        (bounded), and only the header, with its correlation id, is built per reply.
+        """
+        api_key, version = slot.api_key, slot.version
+        if api_key not in REPEATING_REPLIES:
+            return encode_response(api_key, version, slot.correlation_id, binding.encode(version, result))
+        bodies = self._reply_bodies
+        key = (api_key, version, result)
+        try:
+            body = bodies.get(key)
+            hashable = True
+        except TypeError:  # a result holding something unhashable: encode it every time
+            body, hashable = None, False
+        if body is None:
+            body = encode_response_body(api_key, version, binding.encode(version, result))
+            if hashable:
+                if len(bodies) >= REPLY_BODIES_KEPT:
+                    bodies.clear()
+                bodies[key] = body
+        return response_frame(api_key, version, slot.correlation_id, body)
 
     def _sync_failed(self, exc: OSError) -> None:
         self.stopped = True

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from protocol.codec import encode_response, encode_response_body, response_frame
 from protocol.consumer_offsets import (
     OffsetKey,
     OffsetValue,
@@ -77,3 +78,16 @@ def test_offset_values_the_codec_refuses_are_refused_the_same_way() -> None:
     with pytest.raises(ProtocolError) as direct:
         encode_offset_commit_value(value)
     assert str(direct.value) == str(general.value)
+
+
+@pytest.mark.parametrize(("api_key", "version", "body"), [
+    (8, 7, {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]}),
+    (8, 8, {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [{"partition_index": 3, "error_code": 27}]}]}),
+    (12, 3, {"throttle_time_ms": 0, "error_code": 0}),
+    (12, 4, {"throttle_time_ms": 0, "error_code": 22}),
+    (18, 3, {"error_code": 35, "api_keys": [], "throttle_time_ms": 0}),
+])
+def test_a_response_frame_of_an_encoded_body_is_the_whole_encoding(api_key: int, version: int,
+                                                                    body: dict[str, object]) -> None:
+    assert response_frame(api_key, version, 77, encode_response_body(api_key, version, body)) == encode_response(
+        api_key, version, 77, body)
