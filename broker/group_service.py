@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from broker import admin_audit
+from broker import admin_audit, coordinator_load
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
 from broker.coordinator.classic.state import ClassicGroupState
@@ -28,6 +28,7 @@ from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode_all as encode_records
 from broker.coordinator.requests import ClientInfo, Result
+from broker.coordinator.snapshot import payload as coordinator_snapshot_payload
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.slots import Slot
 from protocol.api_keys import ApiKey
@@ -86,6 +87,15 @@ def commit_timed_out(slot: Slot, result: Result) -> bytes:
     return encode_response(slot.api_key, slot.version, slot.correlation_id, {**body, "topics": topics})
 
 
+#: When the snapshot is rewritten: after this many records appended since the last one, or
+#: after SNAPSHOT_MAX_AGE_S if any were; checked every SNAPSHOT_CHECK_S. Start-up replays at
+#: most about SNAPSHOT_AFTER_RECORDS records after the snapshot (more only after a crash
+#: that came before the next snapshot could be written).
+SNAPSHOT_AFTER_RECORDS = 500_000
+SNAPSHOT_MAX_AGE_S = 600.0
+SNAPSHOT_CHECK_S = 30.0
+
+
 class GroupService:
     def __init__(
         self,
@@ -112,6 +122,12 @@ class GroupService:
         self.stopped = False  # a write or fsync failed: nothing more is appended or answered
         self._tickets: dict[int, tuple[Slot, Binding]] = {}
         self._reply_bodies: dict[tuple[int, int, Result], bytes] = {}
+        #: The latest record of every group key, in log order: the snapshot's group section.
+        self._group_records: dict[bytes, bytes] = {}
+        #: Records the state holds that the snapshot on disk does not (1: no snapshot yet).
+        self._records_since_snapshot = 1
+        self._snapshot_written_at = time.monotonic()
+        self._snapshotting: trio.Event | None = None  # set once the snapshot being written is done
         self._next_ticket = 0
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
@@ -130,18 +146,18 @@ class GroupService:
     @classmethod
     def open(cls, config: Any, data_dir: Path, fs: FileSystem = REAL_FS,
              topics: MetadataImage | None = None) -> GroupService:
-        """Open the log, replay it into a fresh coordinator, and finish loading."""
+        """Open the log, load the snapshot and replay the log after it (or all of it), finish loading."""
         history_retention_ms = config["log.history.retention.ms"]
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
             history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,
         )
-        coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics)
         started = time.monotonic()
-        count = 0
-        for key, value, _timestamp in coordinator_log.replay():
-            coordinator.replay_bytes(key, value)
-            count += 1
+        loaded = coordinator_load.load(
+            coordinator_log,
+            lambda: GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics),
+            config["delete.retention.ms"], wall_clock_ms())
+        coordinator = loaded.shard
         cleaner = None
         if config["log.cleaner.enable"]:
             cleaner = {
@@ -153,9 +169,17 @@ class GroupService:
                       expiry_interval_ms=config["offsets.retention.check.interval.ms"], cleaner=cleaner,
                       commit_timeout_ms=config["offsets.commit.timeout.ms"],
                       history_retention_ms=history_retention_ms, history_check_ms=config["log.cleaner.backoff.ms"])
+        service._group_records = loaded.group_records
+        # With no snapshot loaded there is none that fits the log: write one soon.
+        service._records_since_snapshot = loaded.replayed + (loaded.snapshot is None)
         service.apply(coordinator.finish_load(service.clock()))
-        log.info("loaded %d coordinator records: %d groups in %.2fs", count, len(coordinator.groups),
-                 time.monotonic() - started)
+        if loaded.snapshot is None:
+            log.info("loaded %d coordinator records: %d groups in %.2fs", loaded.replayed, len(coordinator.groups),
+                     time.monotonic() - started)
+        else:
+            log.info("loaded the coordinator snapshot (%d offsets, %d group records) and %d records after it: "
+                     "%d groups in %.2fs", coordinator.offsets.count(), len(loaded.group_records), loaded.replayed,
+                     len(coordinator.groups), time.monotonic() - started)
         return service
 
     # ---------------------------------------------------------------- requests
@@ -215,13 +239,14 @@ class GroupService:
             log_ = self.log
             try:
                 for group_id, records in fx.records.items():
-                    log_.append(group_id, encode_records(records), now)
+                    log_.append(group_id, encode_records(records, self._group_records), now)
                     self.records_appended += len(records)
             except OSError as exc:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
                 return
             self.batches_appended += len(fx.records)
+            self._records_since_snapshot += fx.record_count
             self.commit.appended()
         needed = self.log.written_seq
         commit = self.commit
@@ -407,6 +432,7 @@ class GroupService:
             await nursery.start(self.commit.run)
             nursery.start_soon(self._timer_loop)
             nursery.start_soon(self._expiry_loop)
+            nursery.start_soon(self._snapshot_loop)
             task_status.started()
 
     async def _expiry_loop(self) -> None:
@@ -432,7 +458,71 @@ class GroupService:
             self.apply(self.coordinator.on_time(self.clock()))
 
     async def close(self) -> None:
-        """Make everything durable and close the log (after connections have drained)."""
+        """Make everything durable, write the snapshot, close the log (after connections have drained)."""
         if self.durable:
             await self.commit.sync_now()
+        if self._snapshotting is not None:  # one being written by the snapshot task: let it finish
+            await self._snapshotting.wait()
+        if self._records_since_snapshot and not self.stopped:
+            await self.write_snapshot()
         self.log.close()
+
+    # ---------------------------------------------------------------- snapshot
+
+    async def _snapshot_loop(self) -> None:
+        """Write a snapshot once enough was appended, or some was and the last one is getting old."""
+        while True:
+            grown = self._records_since_snapshot
+            age = time.monotonic() - self._snapshot_written_at
+            if grown >= SNAPSHOT_AFTER_RECORDS or (grown and age >= SNAPSHOT_MAX_AGE_S):
+                await self.write_snapshot()
+            await trio.sleep(SNAPSHOT_CHECK_S)
+
+    async def write_snapshot(self) -> bool:
+        """Capture the coordinator's state now and make it the snapshot; False if that did not happen.
+
+        The state is captured on the event loop a part at a time and each part written by a
+        worker thread while requests are served in between (what they change is after the
+        covered offsets, and is replayed again at load). Before the file replaces the last
+        snapshot, the log is made durable up to everything captured. A snapshot that cannot
+        be written is logged and skipped: the log is the truth, the snapshot only makes
+        start-up faster.
+        """
+        if self._snapshotting is not None or self.stopped:
+            return False
+        done = self._snapshotting = trio.Event()
+        try:
+            covered = self.log.end_offsets()
+            created_ms = self.clock()
+            records = self._records_since_snapshot
+            group_records = list(self._group_records.items())
+            try:
+                writer = await trio.to_thread.run_sync(coordinator_load.begin_snapshot, self.log, covered, created_ms)
+            except OSError as exc:
+                log.warning("could not write the coordinator snapshot: %s", exc)
+                return False
+            try:
+                for part in coordinator_snapshot_payload(self.coordinator, group_records):
+                    await trio.to_thread.run_sync(writer.write, part)
+                if self.stopped:  # an append failed meanwhile: the state holds what the log does not
+                    writer.abort()
+                    return False
+                size = await trio.to_thread.run_sync(coordinator_load.finish_snapshot, self.log, writer)
+            except BaseException as exc:
+                writer.abort()
+                if isinstance(exc, coordinator_load.LogSyncFailed):
+                    self.stopped = True
+                    self.on_storage_failure(f"fsync of {COORDINATOR_TOPIC}", exc.error)
+                    return False
+                if isinstance(exc, OSError):
+                    log.warning("could not write the coordinator snapshot: %s", exc)
+                    return False
+                raise
+        finally:
+            self._snapshotting = None
+            done.set()
+        self._records_since_snapshot -= records
+        self._snapshot_written_at = time.monotonic()
+        log.info("wrote the coordinator snapshot: %d offsets, %d group records, %.1f MB",
+                 self.coordinator.offsets.count(), len(group_records), size / 1e6)
+        return True

@@ -253,6 +253,11 @@ def decode_consumer_group_value(kind: int, data: bytes) -> Container:
     return body
 
 
+def is_offset_key(key: bytes) -> bool:
+    """Whether record key bytes are an offset commit's (key versions 0 and 1), without decoding them."""
+    return key[:2] in (b"\x00\x00", b"\x00\x01")
+
+
 def decode_key(data: bytes) -> RecordKey:
     if len(data) < 2:
         raise ProtocolError("record key shorter than its version")

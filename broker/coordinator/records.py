@@ -302,8 +302,14 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     })
 
 
-def encode_all(records: list[CoordinatorRecord]) -> list[tuple[bytes, bytes | None]]:
-    """``[encode(r) for r in records]``; offset records of one group and topic share their key's prefix."""
+def encode_all(records: list[CoordinatorRecord],
+               latest: dict[bytes, bytes] | None = None) -> list[tuple[bytes, bytes | None]]:
+    """``[encode(r) for r in records]``; offset records of one group and topic share their key's prefix.
+
+    With ``latest``, every group record (not an offset) also updates it: its last value per
+    key, in the order written, a tombstone removing the key. That is the compacted view of
+    the group records a snapshot keeps (``broker.coordinator.snapshot``).
+    """
     out: list[tuple[bytes, bytes | None]] = []
     group: str | None = None
     topic: str | None = None
@@ -313,11 +319,16 @@ def encode_all(records: list[CoordinatorRecord]) -> list[tuple[bytes, bytes | No
             if record.group_id != group or record.topic != topic:
                 group, topic = record.group_id, record.topic
                 prefix = offset_key_prefix(group, topic)
-            value = record.value
+            offset = record.value
             out.append((encode_offset_key(group, topic, record.partition, prefix),
-                        None if value is None else encode_offset_commit_value(value)))
+                        None if offset is None else encode_offset_commit_value(offset)))
         else:
-            out.append(encode(record))
+            key, value = encode(record)
+            out.append((key, value))
+            if latest is not None:
+                latest.pop(key, None)
+                if value is not None:
+                    latest[key] = value
     return out
 
 
