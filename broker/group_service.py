@@ -472,11 +472,11 @@ class GroupService:
     async def _snapshot_loop(self) -> None:
         """Write a snapshot once enough was appended, or some was and the last one is getting old."""
         while True:
+            await trio.sleep(SNAPSHOT_CHECK_S)  # first, so start-up serves before it writes one
             grown = self._records_since_snapshot
             age = time.monotonic() - self._snapshot_written_at
             if grown >= SNAPSHOT_AFTER_RECORDS or (grown and age >= SNAPSHOT_MAX_AGE_S):
                 await self.write_snapshot()
-            await trio.sleep(SNAPSHOT_CHECK_S)
 
     async def write_snapshot(self) -> bool:
         """Capture the coordinator's state now and make it the snapshot; False if that did not happen.
