@@ -20,8 +20,12 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from protocol.consumer_offsets import OffsetValue
+
+if TYPE_CHECKING:
+    from broker.coordinator.records import OffsetCommitRecord
 
 _ABSENT = -(2**63)  # commit timestamp of a partition with no committed offset
 MAX_PARTITION = 1 << 20  # a guard against a hostile partition number inflating the arrays
@@ -159,6 +163,24 @@ class OffsetStore:
             entry[topic] = offsets
             return
         offsets_or_none.put(partition, value)
+
+    def put_records(self, records: list[OffsetCommitRecord]) -> None:
+        """``put`` (or ``delete``, for a tombstone) of each record in turn; one lookup per run of
+        records of the same group and topic, as a commit writes them."""
+        group = topic = None
+        offsets: TopicOffsets | None = None
+        for r in records:
+            value = r.value
+            if value is None:
+                self.delete(r.group_id, r.topic, r.partition)
+                offsets = None  # the delete may have dropped it
+                continue
+            if offsets is None or r.group_id != group or r.topic != topic:
+                group, topic = r.group_id, r.topic
+                self.put(group, topic, r.partition, value)
+                offsets = self._find(group, topic)
+            else:
+                offsets.put(r.partition, value)
 
     def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
         offsets = self._find(group, topic)

@@ -67,6 +67,10 @@ class OffsetMetadataManager:
         else:
             self.store.put(record.group_id, record.topic, record.partition, record.value)
 
+    def replay_all(self, records: list[OffsetCommitRecord]) -> None:
+        """``replay`` of each record in turn (``OffsetStore.put_records``)."""
+        self.store.put_records(records)
+
     def _tombstone(self, group_id: str, topic: str, partition: int, fx: Effects) -> None:
         fx.write(group_id, OffsetCommitRecord(group_id, topic, partition, None))
 
@@ -85,9 +89,9 @@ class OffsetMetadataManager:
         expire_ts = now + retention if retention != -1 else -1
         topics_view = self.topics if self.config.require_known_topic else None
         max_metadata = self.config.offset_metadata_max_bytes
-        write = fx.write
+        records: list[OffsetCommitRecord] = []
+        record = records.append
         ok = E.NONE
-        committed = 0
         topics = []
         for topic in request.topics:
             name = topic.name
@@ -107,13 +111,14 @@ class OffsetMetadataManager:
                         code = E.OFFSET_METADATA_TOO_LARGE
                     else:
                         commit_ts = p.commit_timestamp
-                        write(group_id, OffsetCommitRecord(group_id, name, index, OffsetValue(
+                        record(OffsetCommitRecord(group_id, name, index, OffsetValue(
                             p.offset, p.leader_epoch, metadata, commit_ts if commit_ts != -1 else now, expire_ts)))
-                        committed += 1
                         code = ok
                 partitions.append((index, code))
             topics.append((name, tuple(partitions)))
-        self.offsets_committed += committed
+        if records:
+            fx.write_offsets(group_id, records)
+            self.offsets_committed += len(records)
         return OffsetCommitResult(tuple(topics))
 
     # ------------------------------------------------------------------ OffsetFetch
