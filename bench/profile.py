@@ -1,6 +1,7 @@
 """Where the broker's time goes: py-spy samples kcoord while the load generator runs.
 
     python -m bench.profile [--workload commit|heartbeat|fetch|consumer-join|consumer-heartbeat] [--seconds 8]
+                            [--depth 8] [--connections 8] [--partitions 1] [--set log.flush.policy=os]
 
 Prints the functions with the most samples (own time and total time), so the claims in
 docs/benchmarks.md about what limits each figure can be checked. Uses py-spy
@@ -26,15 +27,16 @@ from bench import loadgen
 from bench.brokers import start_kcoord
 
 
-def _workload(name: str, address: tuple[str, int], seconds: float) -> None:
+def _workload(name: str, address: tuple[str, int], seconds: float, depth: int = 8, connections: int = 8,
+              partitions: int = 1) -> None:
     if name == "commit":
-        trio.run(loadgen.create_topic, address, "bench", 1)
-        factories = [loadgen.commit_factory(f"profile-{i}", "bench", 1) for i in range(8)]
-        trio.run(loadgen.run_connections, address, factories, seconds, 8)
+        trio.run(loadgen.create_topic, address, "bench", partitions)
+        factories = [loadgen.commit_factory(f"profile-{i}", "bench", partitions) for i in range(connections)]
+        trio.run(loadgen.run_connections, address, factories, seconds, depth)
     elif name == "fetch":
-        trio.run(loadgen.create_topic, address, "bench", 1)
-        factories = [loadgen.fetch_offsets_factory(f"profile-{i}", "bench", 1) for i in range(8)]
-        trio.run(loadgen.run_connections, address, factories, seconds, 8)
+        trio.run(loadgen.create_topic, address, "bench", partitions)
+        factories = [loadgen.fetch_offsets_factory(f"profile-{i}", "bench", partitions) for i in range(connections)]
+        trio.run(loadgen.run_connections, address, factories, seconds, depth)
     elif name == "consumer-join":
         # KIP-848: 1,000 members join one group and reconcile, repeatedly for the whole window.
         trio.run(loadgen.create_topic, address, "profile-cg", 1000)
@@ -50,12 +52,12 @@ def _workload(name: str, address: tuple[str, int], seconds: float) -> None:
         elapsed, members = trio.run(loadgen.form_consumer_group, address, "profile", 10, "profile-t", 30.0)
         assert elapsed is not None, "the group did not reconcile"
         factories = [loadgen.consumer_heartbeat_factory("profile", m, e) for _, m, e in members]
-        trio.run(loadgen.run_connections, address, factories, seconds, 8)
+        trio.run(loadgen.run_connections, address, factories, seconds, depth)
     else:
         elapsed, members = trio.run(loadgen.form_group, address, "profile", 10, 30.0)
         assert elapsed is not None, "the group did not form"
         factories = [loadgen.heartbeat_factory("profile", m, g) for _, m, g in members]
-        trio.run(loadgen.run_connections, address, factories, seconds, 8)
+        trio.run(loadgen.run_connections, address, factories, seconds, depth)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,19 +66,29 @@ def main(argv: list[str] | None = None) -> int:
                         default="commit")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--depth", type=int, default=8, help="requests in flight per connection")
+    parser.add_argument("--connections", type=int, default=8, help="connections (commit and fetch)")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions per request (commit and fetch)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a broker setting (e.g. log.flush.policy=os); repeatable")
     args = parser.parse_args(argv)
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    broker = start_kcoord({"group.initial.rebalance.delay.ms": 0})
+    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 0}
+    settings.update(item.split("=", 1) for item in args.set)
+    broker = start_kcoord(settings)
+    cpu_before = broker.cpu_seconds()
     out = Path(tempfile.mkdtemp()) / "profile.txt"
     try:
         recorder = subprocess.Popen([py_spy, "record", "--pid", str(broker.proc.pid), "--format", "raw",
                                      "--duration", str(int(args.seconds)), "--rate", "200",
                                      "--output", str(out), "--nonblocking"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        load = threading.Thread(target=_workload, args=(args.workload, broker.address, args.seconds + 1))
+        load = threading.Thread(target=_workload, args=(args.workload, broker.address, args.seconds + 1,
+                                                         args.depth, args.connections, args.partitions))
         load.start()
         recorder.wait(args.seconds + 60)
         load.join()
+        cpu = broker.cpu_seconds() - cpu_before
     finally:
         broker.stop()
     own: collections.Counter[str] = collections.Counter()
@@ -91,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         own[frames[-1]] += count
         for frame in set(frames):
             total[frame] += count
-    print(f"{samples} samples while kcoord served the {args.workload} workload\n")
+    print(f"{samples} samples while kcoord served the {args.workload} workload "
+          f"(depth {args.depth}; broker CPU {cpu:.2f} s, sampling included)\n")
     print("own time:")
     for frame, count in own.most_common(args.top):
         print(f"  {100 * count / samples:5.1f}%  {frame}")

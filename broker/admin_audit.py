@@ -42,7 +42,12 @@ class Snapshot:
 
 
 def snapshot(api_key: int, body: Any, offsets: OffsetStore) -> Snapshot | None:
-    """What an administrative request may change; None for anything else (a member's commit)."""
+    """What an administrative request may change; None for anything else (a member's commit).
+
+    None too when the ``kcoord.admin`` logger would drop the INFO line anyway.
+    """
+    if not log.isEnabledFor(logging.INFO):
+        return None
     if api_key == ApiKey.OFFSET_COMMIT:
         if body.get("member_id", "") or body.get("generation_id_or_member_epoch", -1) >= 0:
             return None
@@ -77,11 +82,8 @@ def log_changes(before: Snapshot, offsets: OffsetStore, groups: Any, client: Cli
 
 
 def _offsets(offsets: OffsetStore, group: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-    found: dict[TopicPartition, int] = {}
-    for topic, partition in partitions:
-        value = offsets.get(group, topic, partition)
-        found[(topic, partition)] = value.offset if value is not None else -1
-    return found
+    offset_of = offsets.offset_of
+    return {(topic, partition): offset_of(group, topic, partition) for topic, partition in partitions}
 
 
 def _value(offset: int | None) -> str:

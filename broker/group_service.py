@@ -20,18 +20,20 @@ from typing import Any
 
 import trio
 
-from broker import admin_audit
+from broker import admin_audit, coordinator_load
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected
 from broker.coordinator.classic.state import ClassicGroupState
 from broker.coordinator.group_configs import GroupConfigs
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
-from broker.coordinator.records import encode as encode_record
-from broker.coordinator.requests import ClientInfo
+from broker.coordinator.records import encode_all as encode_records
+from broker.coordinator.requests import ClientInfo, Result
+from broker.coordinator.snapshot import payload as coordinator_snapshot_payload
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.slots import Slot
-from protocol.codec import Request, encode_response
+from protocol.api_keys import ApiKey
+from protocol.codec import Request, encode_response, encode_response_body, response_frame
 from protocol.errors import ErrorCode
 from storage.cleaner import CleanResult
 from storage.coordinator_log import CoordinatorLog
@@ -44,6 +46,9 @@ from storage.maintenance import Job
 log = logging.getLogger("kcoord.groups")
 
 OFFSET_COMMIT = 8
+#: APIs whose encoded reply bodies are kept by result (``GroupService._reply_frame``), and how many.
+REPEATING_REPLIES = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT})
+REPLY_BODIES_KEPT = 4096
 
 #: Called when a write or fsync of the coordinator log fails: ``(what was being done, error)``.
 StorageFailure = Callable[[str, OSError], None]
@@ -64,13 +69,14 @@ def raise_storage_failure(what: str, error: OSError) -> None:
     raise error
 
 
-def commit_timed_out(slot: Slot, body: dict[str, Any]) -> bytes:
+def commit_timed_out(slot: Slot, result: Result) -> bytes:
     """The OffsetCommit reply once ``offsets.commit.timeout.ms`` passed without durability.
 
     As Kafka's GroupMetadataManager.storeOffsets: every partition the commit accepted gets
     REQUEST_TIMED_OUT (retriable: clients look the coordinator up again and retry), and a
     partition refused for its own reason keeps that error.
     """
+    body = BINDINGS[OFFSET_COMMIT].encode(slot.version, result)
     timed_out = int(ErrorCode.REQUEST_TIMED_OUT)
     topics = [
         {**topic, "partitions": [
@@ -80,6 +86,15 @@ def commit_timed_out(slot: Slot, body: dict[str, Any]) -> bytes:
         for topic in body["topics"]
     ]
     return encode_response(slot.api_key, slot.version, slot.correlation_id, {**body, "topics": topics})
+
+
+#: When the snapshot is rewritten: after this many records appended since the last one, or
+#: after SNAPSHOT_MAX_AGE_S if any were; checked every SNAPSHOT_CHECK_S. Start-up replays at
+#: most about SNAPSHOT_AFTER_RECORDS records after the snapshot (more only after a crash
+#: that came before the next snapshot could be written).
+SNAPSHOT_AFTER_RECORDS = 500_000
+SNAPSHOT_MAX_AGE_S = 600.0
+SNAPSHOT_CHECK_S = 30.0
 
 
 class GroupService:
@@ -107,6 +122,13 @@ class GroupService:
         self.on_storage_failure: StorageFailure = raise_storage_failure
         self.stopped = False  # a write or fsync failed: nothing more is appended or answered
         self._tickets: dict[int, tuple[Slot, Binding]] = {}
+        self._reply_bodies: dict[tuple[int, int, Result], bytes] = {}
+        #: The latest record of every group key, in log order: the snapshot's group section.
+        self._group_records: dict[bytes, bytes] = {}
+        #: Records the state holds that the snapshot on disk does not (1: no snapshot yet).
+        self._records_since_snapshot = 1
+        self._snapshot_written_at = time.monotonic()
+        self._snapshotting: trio.Event | None = None  # set once the snapshot being written is done
         self._next_ticket = 0
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
@@ -125,7 +147,7 @@ class GroupService:
     @classmethod
     def open(cls, config: Any, data_dir: Path, fs: FileSystem = REAL_FS,
              topics: MetadataImage | None = None, group_configs: GroupConfigs | None = None) -> GroupService:
-        """Open the log, replay it into a fresh coordinator, and finish loading.
+        """Open the log, load the snapshot and replay the log after it (or all of it), finish loading.
 
         ``group_configs``: the groups' own configs, already replayed from their log.
         """
@@ -134,13 +156,13 @@ class GroupService:
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
             history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,
         )
-        coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics,
-                                            group_configs=group_configs)
         started = time.monotonic()
-        count = 0
-        for key, value, _timestamp in coordinator_log.replay():
-            coordinator.replay_bytes(key, value)
-            count += 1
+        loaded = coordinator_load.load(
+            coordinator_log,
+            lambda: GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics,
+                                          group_configs=group_configs),
+            config["delete.retention.ms"], wall_clock_ms())
+        coordinator = loaded.shard
         cleaner = None
         if config["log.cleaner.enable"]:
             cleaner = {
@@ -152,9 +174,17 @@ class GroupService:
                       expiry_interval_ms=config["offsets.retention.check.interval.ms"], cleaner=cleaner,
                       commit_timeout_ms=config["offsets.commit.timeout.ms"],
                       history_retention_ms=history_retention_ms, history_check_ms=config["log.cleaner.backoff.ms"])
+        service._group_records = loaded.group_records
+        # With no snapshot loaded there is none that fits the log: write one soon.
+        service._records_since_snapshot = loaded.replayed + (loaded.snapshot is None)
         service.apply(coordinator.finish_load(service.clock()))
-        log.info("loaded %d coordinator records: %d groups in %.2fs", count, len(coordinator.groups),
-                 time.monotonic() - started)
+        if loaded.snapshot is None:
+            log.info("loaded %d coordinator records: %d groups in %.2fs", loaded.replayed, len(coordinator.groups),
+                     time.monotonic() - started)
+        else:
+            log.info("loaded the coordinator snapshot (%d offsets, %d group records) and %d records after it: "
+                     "%d groups in %.2fs", coordinator.offsets.count(), len(loaded.group_records), loaded.replayed,
+                     len(coordinator.groups), time.monotonic() - started)
         return service
 
     # ---------------------------------------------------------------- requests
@@ -214,13 +244,14 @@ class GroupService:
             log_ = self.log
             try:
                 for group_id, records in fx.records.items():
-                    log_.append(group_id, [encode_record(r) for r in records], now)
+                    log_.append(group_id, encode_records(records, self._group_records), now)
                     self.records_appended += len(records)
             except OSError as exc:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
                 return
             self.batches_appended += len(fx.records)
+            self._records_since_snapshot += fx.record_count
             self.commit.appended()
         needed = self.log.written_seq
         commit = self.commit
@@ -229,10 +260,9 @@ class GroupService:
             if entry is None:
                 continue
             slot, binding = entry
-            body = binding.encode(slot.version, result)
-            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, body)
+            slot.frame = self._reply_frame(slot, binding, result)
             if slot.api_key == OFFSET_COMMIT:
-                commit.reply_when_durable(needed, slot, commit_timed_out, body)
+                commit.reply_when_durable(needed, slot, commit_timed_out, result)
             else:
                 commit.reply_when_durable(needed, slot)
         for slot in answered:
@@ -242,6 +272,31 @@ class GroupService:
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
+
+    def _reply_frame(self, slot: Slot, binding: Binding, result: Result) -> bytes:
+        """The reply's frame; for the APIs whose results repeat, the body is encoded once.
+
+        A steady consumer commits the same partitions and gets the same answer, and a
+        heartbeat's answer is one error code: their encoded bodies are kept by result
+        (bounded), and only the header, with its correlation id, is built per reply.
+        """
+        api_key, version = slot.api_key, slot.version
+        if api_key not in REPEATING_REPLIES:
+            return encode_response(api_key, version, slot.correlation_id, binding.encode(version, result))
+        bodies = self._reply_bodies
+        key = (api_key, version, result)
+        try:
+            body = bodies.get(key)
+            hashable = True
+        except TypeError:  # a result holding something unhashable: encode it every time
+            body, hashable = None, False
+        if body is None:
+            body = encode_response_body(api_key, version, binding.encode(version, result))
+            if hashable:
+                if len(bodies) >= REPLY_BODIES_KEPT:
+                    bodies.clear()
+                bodies[key] = body
+        return response_frame(api_key, version, slot.correlation_id, body)
 
     def _sync_failed(self, exc: OSError) -> None:
         self.stopped = True
@@ -382,6 +437,7 @@ class GroupService:
             await nursery.start(self.commit.run)
             nursery.start_soon(self._timer_loop)
             nursery.start_soon(self._expiry_loop)
+            nursery.start_soon(self._snapshot_loop)
             task_status.started()
 
     async def _expiry_loop(self) -> None:
@@ -407,7 +463,71 @@ class GroupService:
             self.apply(self.coordinator.on_time(self.clock()))
 
     async def close(self) -> None:
-        """Make everything durable and close the log (after connections have drained)."""
+        """Make everything durable, write the snapshot, close the log (after connections have drained)."""
         if self.durable:
             await self.commit.sync_now()
+        if self._snapshotting is not None:  # one being written by the snapshot task: let it finish
+            await self._snapshotting.wait()
+        if self._records_since_snapshot and not self.stopped:
+            await self.write_snapshot()
         self.log.close()
+
+    # ---------------------------------------------------------------- snapshot
+
+    async def _snapshot_loop(self) -> None:
+        """Write a snapshot once enough was appended, or some was and the last one is getting old."""
+        while True:
+            await trio.sleep(SNAPSHOT_CHECK_S)  # first, so start-up serves before it writes one
+            grown = self._records_since_snapshot
+            age = time.monotonic() - self._snapshot_written_at
+            if grown >= SNAPSHOT_AFTER_RECORDS or (grown and age >= SNAPSHOT_MAX_AGE_S):
+                await self.write_snapshot()
+
+    async def write_snapshot(self) -> bool:
+        """Capture the coordinator's state now and make it the snapshot; False if that did not happen.
+
+        The state is captured on the event loop a part at a time and each part written by a
+        worker thread while requests are served in between (what they change is after the
+        covered offsets, and is replayed again at load). Before the file replaces the last
+        snapshot, the log is made durable up to everything captured. A snapshot that cannot
+        be written is logged and skipped: the log is the truth, the snapshot only makes
+        start-up faster.
+        """
+        if self._snapshotting is not None or self.stopped:
+            return False
+        done = self._snapshotting = trio.Event()
+        try:
+            covered = self.log.end_offsets()
+            created_ms = self.clock()
+            records = self._records_since_snapshot
+            group_records = list(self._group_records.items())
+            try:
+                writer = await trio.to_thread.run_sync(coordinator_load.begin_snapshot, self.log, covered, created_ms)
+            except OSError as exc:
+                log.warning("could not write the coordinator snapshot: %s", exc)
+                return False
+            try:
+                for part in coordinator_snapshot_payload(self.coordinator, group_records):
+                    await trio.to_thread.run_sync(writer.write, part)
+                if self.stopped:  # an append failed meanwhile: the state holds what the log does not
+                    writer.abort()
+                    return False
+                size = await trio.to_thread.run_sync(coordinator_load.finish_snapshot, self.log, writer)
+            except BaseException as exc:
+                writer.abort()
+                if isinstance(exc, coordinator_load.LogSyncFailed):
+                    self.stopped = True
+                    self.on_storage_failure(f"fsync of {COORDINATOR_TOPIC}", exc.error)
+                    return False
+                if isinstance(exc, OSError):
+                    log.warning("could not write the coordinator snapshot: %s", exc)
+                    return False
+                raise
+        finally:
+            self._snapshotting = None
+            done.set()
+        self._records_since_snapshot -= records
+        self._snapshot_written_at = time.monotonic()
+        log.info("wrote the coordinator snapshot: %d offsets, %d group records, %.1f MB",
+                 self.coordinator.offsets.count(), len(group_records), size / 1e6)
+        return True

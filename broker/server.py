@@ -6,10 +6,12 @@ handshake (trio's SSLStream), and on SASL listeners every frame passes the conne
 ``security.authenticator`` until it has logged in. ``max.connections.per.ip`` is enforced
 at accept.
 
-One task reads each connection and one writes it. The reader hands every frame to the
-router and queues the outcome; the writer sends outcomes in the order the requests came,
-so pipelining clients get their replies in order. A bad frame closes only its own
-connection. SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded by
+One task reads each connection, routes every frame and sends the replies that are ready
+at once, one send per read (on plain TCP straight to the socket's descriptor once trio says
+it is readable or writable). A reply that must wait (a parked request, or one waiting for
+durability) is queued with every reply after it, and a second task, the writer, sends the
+queue in order as its head becomes ready, so pipelining clients get their replies in the
+order of their requests. A bad frame closes only its own connection. SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded by
 ``shutdown.grace.ms``) and returns.
 
 A failed write or fsync of the logs, ``topics.json`` or the producer-id block stops the
@@ -29,6 +31,7 @@ import signal
 import socket
 import ssl
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -146,7 +149,8 @@ def lock_data_dir(data_dir: Path) -> Iterator[None]:
 
 
 class Connection:
-    """One client connection: a reader task and a writer task joined by a queue.
+    """One client connection: a reader task that answers what it can at once, and a writer
+    task for the replies that wait.
 
     On SSL listeners the TLS handshake comes first (a failure closes only this
     connection); on SASL listeners every frame goes to the connection's
@@ -168,6 +172,13 @@ class Connection:
             self.host = ""
         self.decoder = FrameDecoder(max_size=server.config["socket.request.max.bytes"])
         self.receive_scope: trio.CancelScope | None = None
+        #: Replies not sent yet, in request order, from the first one that had to wait.
+        self._queue: deque[bytes | Slot] = deque()
+        self._wake: trio.Event | None = None  # set to wake the idle writer
+        self._room: trio.Event | None = None  # set when a full queue has room again
+        self._closing = False  # reading ended: the writer stops once the queue is empty
+        #: The socket's descriptor on plain TCP (read and written directly), -1 on TLS.
+        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
         name = listener.spec.name if listener is not None else "PLAINTEXT"
         self.session = Session(str(ANONYMOUS), self.host, name)
         self.authenticator: SaslAuthenticator | None = None
@@ -201,6 +212,7 @@ class Connection:
             self.server.tls_failures += 1
             return False
         self.stream = tls
+        self._fd = -1
         if listener.spec.protocol == "SSL":
             cert = tls.getpeercert()
             subject = cert.get("subject") if cert else None
@@ -210,16 +222,18 @@ class Connection:
         return True
 
     async def run(self) -> None:
-        send, receive = trio.open_memory_channel[bytes | Slot](MAX_PIPELINE)
         if self.listener is not None and self.listener.tls is not None and not await self._start_tls():
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
             return
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._write, receive)
-                async with send:
-                    await self._read(send)
+                nursery.start_soon(self._write)
+                try:
+                    await self._read()
+                finally:
+                    self._closing = True  # the writer flushes what is queued, then ends
+                    self._wake_writer()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             # The peer went away (or the socket broke): only this connection ends.
             log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
@@ -239,27 +253,64 @@ class Connection:
             log.debug("connection %s authenticated as %s (%s)", self.peer, auth.principal, mechanism)
         self.decoder.set_limits(self.server.config["socket.request.max.bytes"])
 
-    async def _read(self, send: trio.MemorySendChannel[bytes | Slot]) -> None:
-        router = self.router
-        while not self.server.draining:
-            with trio.CancelScope() as scope:
-                self.receive_scope = scope
+    # --- reading --------------------------------------------------------------------
+
+    async def _receive(self) -> bytes | bytearray | None:
+        """The next bytes from the peer (b"" at its end), or None once ``stop_reading`` was called.
+
+        On plain TCP the socket's descriptor is read directly once trio says it is readable:
+        one wait and one read per batch of requests, no extra scheduling round.
+        """
+        with trio.CancelScope() as scope:
+            self.receive_scope = scope
+            fd = self._fd
+            if fd < 0:
                 data = await self.stream.receive_some(RECEIVE_CHUNK)
-            self.receive_scope = None
-            if scope.cancelled_caught:
+            else:
+                while True:
+                    await trio.lowlevel.wait_readable(fd)
+                    try:
+                        data = os.read(fd, RECEIVE_CHUNK)
+                        break
+                    except BlockingIOError:
+                        continue
+        self.receive_scope = None
+        if scope.cancelled_caught:
+            return None
+        return data
+
+    async def _read(self) -> None:
+        """Read frames and route them; replies ready at once go out in one send per read.
+
+        A reply that must wait (a parked request, one waiting for durability) goes to the
+        queue, and every reply after it too, so replies leave in request order; the writer
+        task sends the queue.
+        """
+        router = self.router
+        server = self.server
+        queue = self._queue
+        while not server.draining:
+            if len(queue) >= MAX_PIPELINE:  # too many replies waiting: stop reading until they go
+                self._room = trio.Event()
+                await self._room.wait()
+                continue
+            data = await self._receive()
+            if data is None:
                 return
             if not data:
                 if self.decoder.buffered:
                     log.warning("connection %s closed mid-frame (%d bytes pending)",
                                 self.peer, self.decoder.buffered)
                 return
-            self.server.bytes_in += len(data)
+            server.bytes_in += len(data)
             try:
                 frames = self.decoder.feed(data)
             except ProtocolError as exc:
                 router.errors["frame"] += 1
                 log.warning("closing connection %s: %s", self.peer, exc)
                 return
+            ready: list[bytes] = []  # replies to send now; only ever filled while the queue is empty
+            closing: str | None = None
             for frame in frames:
                 auth = self.authenticator
                 if auth is not None:
@@ -267,59 +318,126 @@ class Connection:
                     if step.failure or step.authenticated:
                         self._login_done(step.failure)
                     if step.failure:
-                        await trio.sleep(self.server.config["connection.failed.authentication.delay.ms"] / 1000)
+                        await self._flush(ready)
+                        await trio.sleep(server.config["connection.failed.authentication.delay.ms"] / 1000)
                     if step.reply is not None:
-                        await send.send(step.reply)
+                        self._add(step.reply, ready)
                     if step.close is not None:
                         log.info("closing connection %s: %s", self.peer, step.close)
-                        return
+                        closing = step.close
+                        break
                     if not step.route:
                         continue
                 outcome: Outcome = router.route(frame, self.peer, self.session)
                 if isinstance(outcome, Close):
                     log.warning("closing connection %s: %s", self.peer, outcome.reason)
-                    return
+                    closing = outcome.reason
+                    break
                 if outcome is not None:
-                    await send.send(outcome)
+                    self._add(outcome, ready)
+            await self._flush(ready)
+            if queue:
+                self._wake_writer()
+            if closing is not None:
+                return
 
-    async def _write(self, receive: trio.MemoryReceiveChannel[bytes | Slot]) -> None:
-        """Send replies in request order; replies already ready go out in one send.
+    def _add(self, outcome: bytes | Slot, ready: list[bytes]) -> None:
+        """Queue a reply behind the ones still waiting, or take it for this read's send."""
+        queue = self._queue
+        if not queue:
+            if type(outcome) is bytes:
+                ready.append(outcome)
+                return
+            assert isinstance(outcome, Slot)
+            if outcome.is_set():
+                frame = self._frame_of(outcome)
+                if frame is not None:
+                    ready.append(frame)
+                return
+            queue.extend(ready)  # they go first, then the one that waits
+            ready.clear()
+        queue.append(outcome)
 
-        Nothing more is sent once the server has stopped on a storage failure.
+    async def _flush(self, ready: list[bytes]) -> None:
+        if ready:
+            payload = b"".join(ready) if len(ready) > 1 else ready[0]
+            ready.clear()
+            if self.server.failure is None:
+                await self._send(payload)
+
+    def _frame_of(self, slot: Slot) -> bytes | None:
+        """A ready slot's frame, amended if the authorization step asked; the request is timed."""
+        if slot.frame is not None and slot.amend is not None:
+            slot.frame = slot.amend(slot.frame)
+        self.router.finished(slot, self.peer)
+        return slot.frame
+
+    # --- writing --------------------------------------------------------------------
+
+    async def _send(self, payload: bytes) -> None:
+        """All of ``payload``: straight to the socket if it takes it, else through trio."""
+        self.server.bytes_out += len(payload)
+        fd = self._fd
+        if fd >= 0:
+            try:
+                sent = os.write(fd, payload)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(payload):
+                return
+            payload = payload[sent:]
+        await self.stream.send_all(payload)
+
+    def _wake_writer(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
+
+    async def _write(self) -> None:
+        """Send the queued replies in request order, waiting for each that is not ready.
+
+        Replies ready together go out in one send. Items leave the queue only once sent, so
+        an empty queue means the writer is idle and the reader may send directly. Nothing
+        more is sent once the server has stopped on a storage failure.
         """
         server = self.server
-        finished = self.router.finished  # times (and logs) replies that waited
-        async with receive:
-            async for item in receive:
-                ready: list[bytes] = []
-                while True:
-                    if isinstance(item, Slot):
-                        if not item.event.is_set():
-                            if ready:  # flush what is ready before waiting on this one
-                                if server.failure is not None:
-                                    return
-                                payload = b"".join(ready)
-                                await self.stream.send_all(payload)
-                                self.server.bytes_out += len(payload)
-                                ready.clear()
-                            await item.event.wait()
-                        if item.frame is not None:
-                            if item.amend is not None:
-                                item.frame = item.amend(item.frame)
-                            ready.append(item.frame)
-                        finished(item, self.peer)
-                    else:
-                        ready.append(item)
-                    try:
-                        item = receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closing:
+                    return
+                self._wake = trio.Event()
+                await self._wake.wait()
+                continue
+            head = queue[0]
+            if type(head) is not bytes:
+                assert isinstance(head, Slot)
+                if not head.is_set():
+                    await head.wait()
+            ready: list[bytes] = []
+            count = 0
+            for item in queue:
+                if type(item) is bytes:
+                    ready.append(item)
+                else:
+                    assert isinstance(item, Slot)
+                    if not item.is_set():
                         break
-                if ready:
-                    if server.failure is not None:
-                        return
-                    payload = b"".join(ready) if len(ready) > 1 else ready[0]
-                    await self.stream.send_all(payload)
-                    self.server.bytes_out += len(payload)
+                    frame = self._frame_of(item)
+                    if frame is not None:
+                        ready.append(frame)
+                count += 1
+            if server.failure is not None:
+                return
+            if ready:
+                await self._send(b"".join(ready) if len(ready) > 1 else ready[0])
+            for _ in range(count):
+                queue.popleft()
+            room = self._room
+            if room is not None and len(queue) < MAX_PIPELINE:
+                self._room = None
+                room.set()
 
 
 class Server:

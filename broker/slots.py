@@ -17,23 +17,52 @@ class Slot:
     The router stamps ``started`` and ``stats`` so the writer can time the request when
     its reply goes out (``Router.finished``); ``client_id`` is kept only for the request log;
     ``amend`` is applied to the frame when it goes out.
+
+    A slot is its own event (``set``, ``is_set`` and ``wait``, as ``trio.Event``), and
+    ``event`` is the slot itself: every coordinator request has a slot, most are answered
+    at once, and a trio.Event (and its parking lot) is only built when someone waits.
     """
 
-    __slots__ = ("amend", "api_key", "client_id", "correlation_id", "event", "frame", "started", "stats", "version")
+    __slots__ = ("_ready", "_waiters", "amend", "api_key", "client_id", "correlation_id", "frame", "started",
+                 "stats", "version")
 
     def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key = api_key
         self.version = version
         self.correlation_id = correlation_id
         self.frame: bytes | None = None
-        self.event = trio.Event()
         self.stats: ApiStats | None = None
         self.started = 0.0
         self.client_id: str | None = None
         #: Set by the router's authorization step: rewrites the frame before it is sent
         #: (denied items added back, silent filtering, authorized operations).
         self.amend: Callable[[bytes], bytes] | None = None
+        self._ready = False
+        self._waiters: trio.Event | None = None
+
+    @property
+    def event(self) -> Slot:
+        """What storage.group_commit and the writer set and wait on: the slot itself."""
+        return self
+
+    def set(self) -> None:
+        """The reply is ready to go out (``frame`` may be None: nothing to send)."""
+        self._ready = True
+        waiters = self._waiters
+        if waiters is not None:
+            waiters.set()
+
+    def is_set(self) -> bool:
+        return self._ready
+
+    async def wait(self) -> None:
+        if self._ready:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._waiters is None:
+            self._waiters = trio.Event()
+        await self._waiters.wait()
 
     def fill(self, frame: bytes | None) -> None:
         self.frame = frame
-        self.event.set()
+        self.set()

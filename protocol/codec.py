@@ -167,6 +167,21 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return bytes(out)
 
 
+def encode_response_body(api_key: int, api_version: int, body: Any) -> bytes:
+    """A response body alone, for ``response_frame`` (a body encoded once, sent many times)."""
+    return encode_body(RESPONSES[api_key], api_version, body)
+
+
+_FRAME_HEAD = struct.Struct(">ii")
+
+
+def response_frame(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
+    """``encode_response`` of a body already encoded by ``encode_response_body``: the same bytes."""
+    if compiled_for(RESPONSES[api_key], api_version).flexible and api_key != _API_VERSIONS:
+        return b"".join((_FRAME_HEAD.pack(len(body) + 5, correlation_id), b"\x00", body))  # header v1: no tags
+    return _FRAME_HEAD.pack(len(body) + 4, correlation_id) + body
+
+
 def encode_request(
     api_key: int, api_version: int, correlation_id: int, body: Any, client_id: str | None = "kcoord"
 ) -> bytes:

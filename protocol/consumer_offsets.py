@@ -189,6 +189,57 @@ def encode_key(key: OffsetKey | GroupKey | ConsumerGroupKey) -> bytes:
     return _encode(GroupMetadataKey, GROUP_KEY_VERSION, {"group": key.group})
 
 
+_OFFSET_KEY_HEAD = struct.Struct(">hh")
+_STRING_LENGTH = struct.Struct(">h")
+_PARTITION = struct.Struct(">i")
+_OFFSET_VALUE_V3 = struct.Struct(">hqih")
+_OFFSET_VALUE_V1 = struct.Struct(">hqh")
+_TIMESTAMP = struct.Struct(">q")
+_TWO_TIMESTAMPS = struct.Struct(">qq")
+#: What a direct pack may run into with values the compiled encoder refuses; those values
+#: go through ``encode_key``/``encode_offset_value``, which raise the codec's own error.
+_REFUSED = (struct.error, UnicodeEncodeError, AttributeError, TypeError)
+
+
+def offset_key_prefix(group: str, topic: str) -> bytes | None:
+    """The bytes every offset key of ``group`` and ``topic`` starts with (None: not packable
+    directly, use ``encode_key``); ``encode_offset_key`` appends the partition."""
+    try:
+        g = group.encode()
+        t = topic.encode()
+        return b"".join((_OFFSET_KEY_HEAD.pack(OFFSET_KEY_VERSION, len(g)), g, _STRING_LENGTH.pack(len(t)), t))
+    except _REFUSED:
+        return None
+
+
+def encode_offset_key(group: str, topic: str, partition: int, prefix: bytes | None = None) -> bytes:
+    """``encode_key(OffsetKey(group, topic, partition))``, packed directly: the commit path's key.
+
+    ``prefix`` is ``offset_key_prefix(group, topic)`` when the caller has it already.
+    """
+    if prefix is None:
+        prefix = offset_key_prefix(group, topic)
+    if prefix is not None:
+        try:
+            return prefix + _PARTITION.pack(partition)
+        except _REFUSED:
+            pass
+    return encode_key(OffsetKey(group, topic, partition))
+
+
+def encode_offset_commit_value(value: OffsetValue) -> bytes:
+    """``encode_offset_value(value)``, packed directly: the commit path's value."""
+    try:
+        metadata = value.metadata.encode()
+        if value.expire_timestamp >= 0:
+            return b"".join((_OFFSET_VALUE_V1.pack(1, value.offset, len(metadata)), metadata,
+                             _TWO_TIMESTAMPS.pack(value.commit_timestamp, value.expire_timestamp)))
+        return b"".join((_OFFSET_VALUE_V3.pack(3, value.offset, value.leader_epoch, len(metadata)), metadata,
+                         _TIMESTAMP.pack(value.commit_timestamp)))
+    except _REFUSED:
+        return encode_offset_value(value)
+
+
 def encode_consumer_group_value(kind: int, body: dict[str, Any]) -> bytes:
     """The value of a consumer group record of key version ``kind`` (value version 0)."""
     return _encode(CONSUMER_GROUP_RECORDS[kind][1], CONSUMER_GROUP_VALUE_VERSION, body)
@@ -200,6 +251,11 @@ def decode_consumer_group_value(kind: int, data: bytes) -> Container:
     version = _value_version(data, message.max_version)
     body, _ = compiled_for(message, version).decode(data, 2)
     return body
+
+
+def is_offset_key(key: bytes) -> bool:
+    """Whether record key bytes are an offset commit's (key versions 0 and 1), without decoding them."""
+    return key[:2] in (b"\x00\x00", b"\x00\x01")
 
 
 def decode_key(data: bytes) -> RecordKey:
@@ -329,5 +385,16 @@ def java_string_hash(text: str) -> int:
 
 def partition_for(group: str, partitions: int) -> int:
     """The __consumer_offsets partition of a group: Utils.abs(hashCode) % partitions."""
-    h = java_string_hash(group)
+    h = _hash_cache.get(group)
+    if h is None:
+        h = java_string_hash(group)
+        if len(_hash_cache) >= _HASH_CACHE_SIZE:
+            _hash_cache.clear()
+        _hash_cache[group] = h
     return (0 if h == -0x80000000 else abs(h)) % partitions
+
+
+#: Group id -> Java hash code: every append and lookup asks for a group's partition, and
+#: the hash is a Python loop over the id. Bounded (cleared when full) against hostile ids.
+_hash_cache: dict[str, int] = {}
+_HASH_CACHE_SIZE = 65536

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from protocol.consumer_offsets import partition_for
-from protocol.records import RecordBatchError, iter_records
+from protocol.records import RecordBatchError, iter_records, peek_batch_header
 from storage.cleaner import CleanResult
 from storage.fs import REAL_FS, FileSystem
 from storage.journal import Journal
@@ -205,17 +205,42 @@ class CoordinatorLog:
 
     # --- reading ----------------------------------------------------------------------
 
-    def replay(self) -> Iterator[tuple[bytes, bytes | None, int]]:
+    def end_offsets(self) -> list[int]:
+        """Each partition's log end offset (0 for one never written)."""
+        return [plog.next_offset if (plog := self._logs.get(p)) is not None else 0 for p in range(self.partitions)]
+
+    def start_offsets(self) -> list[int]:
+        """Each partition's log start offset (0 for one never written)."""
+        return [plog.log_start_offset if (plog := self._logs.get(p)) is not None else 0
+                for p in range(self.partitions)]
+
+    def batch_before(self, partition: int, offset: int) -> tuple[int, int] | None:
+        """``(base offset, CRC)`` of the batch holding ``offset - 1``; None if the partition has no such
+        offset (below its start or past its end). What a snapshot names the log by."""
+        plog = self._logs.get(partition)
+        if plog is None or not plog.log_start_offset < offset <= plog.next_offset:
+            return None
+        raw = plog.read_raw(offset - 1, 1)
+        if not raw:
+            return None
+        header = peek_batch_header(raw)
+        if not header.base_offset <= offset - 1 <= header.base_offset + header.last_offset_delta:
+            return None  # offset - 1 fell in a gap the cleaner left
+        return header.base_offset, header.crc
+
+    def replay(self, start: Sequence[int] | None = None) -> Iterator[tuple[bytes, bytes | None, int]]:
         """Yield ``(key, value, timestamp)`` for every record, partition by partition.
 
         Within a partition records come in offset order, which is all replay needs: a
         group's records all live in one partition. A None value is a tombstone. Recovery
         checked every batch's framing and CRC when the log was opened; ``iter_records``
-        checks each CRC again as it decodes.
+        checks each CRC again as it decodes. With ``start`` (an offset per partition, at
+        or above its log start), only the records from there on: the tail after a snapshot.
         """
         for partition in sorted(self._logs):
             plog = self._logs[partition]
-            offset = plog.log_start_offset
+            offset = plog.log_start_offset if start is None else start[partition]
+            first = offset
             end = plog.next_offset
             while offset < end:
                 chunk = plog.read_raw(offset, REPLAY_CHUNK)
@@ -226,6 +251,8 @@ class CoordinatorLog:
                     try:
                         records = iter_records(raw)
                         for record_offset, timestamp, key, value in records:
+                            if record_offset < first:
+                                continue  # a batch that began before the start
                             if key is None:
                                 raise CorruptLogError(
                                     f"{plog.directory}: record at offset {record_offset} has no key"

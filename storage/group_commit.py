@@ -5,9 +5,11 @@ The one bridge between the trio event loop and the blocking log, used by the coo
 its appends (``storage.journal``); a reply that may only go out once append N is durable
 waits here on N:
 
-- ``appended()`` after writing wakes the flusher task, which runs ``log.sync()`` in a
-  worker thread. Everything appended while one fsync runs shares the next one: however
-  many requests arrive, at most one sync runs and at most one more is due;
+- ``appended()`` after writing wakes the flusher's thread, which runs ``log.sync()`` and
+  hands the result back to the flusher task. Everything appended while one fsync runs
+  shares the next one: however many requests arrive, at most one sync runs and at most
+  one more is due. The thread lives as long as the flusher, so a sync costs no thread
+  hand-off beyond its wake-up and its result;
 - when a sync returns, waiting replies whose number it covers are released in the order
   they were queued; a reply whose number is already durable is released at once and
   never queued;
@@ -29,6 +31,7 @@ entries of a reply that actually has to wait.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,9 +39,17 @@ from typing import Any, Protocol
 
 import trio
 
-__all__ = ["GroupCommit", "Observer", "Reply", "Syncable"]
+__all__ = ["GroupCommit", "Observer", "Reply", "Signal", "Syncable"]
 
 log = logging.getLogger("kcoord.storage")
+
+
+class Signal(Protocol):
+    """What a reply's ``event`` must do: a ``trio.Event``, or anything with the same two calls."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
 
 
 class Reply(Protocol):
@@ -47,7 +58,7 @@ class Reply(Protocol):
     frame: bytes | None
 
     @property
-    def event(self) -> trio.Event: ...
+    def event(self) -> Signal: ...
 
 
 class Syncable(Protocol):
@@ -99,7 +110,8 @@ class GroupCommit:
         self.syncs = 0
         self.timeouts = 0
         self.failure: OSError | None = None
-        self._flush_needed = trio.Event()
+        #: Set by ``appended`` (on the event loop), cleared by the sync thread as it starts a sync.
+        self._flush_needed = threading.Event()
         self._waiting: deque[tuple[int, Reply]] = deque()
         self._timed: deque[tuple[float, Reply, TimeoutReply, Any]] = deque()
         self._clock: trio.abc.Clock | None = None
@@ -108,7 +120,8 @@ class GroupCommit:
 
     def appended(self) -> None:
         """Appends were made: make sure a sync is due (one is enough for any number)."""
-        self._flush_needed.set()
+        if not self._flush_needed.is_set():
+            self._flush_needed.set()
 
     def reply_when_durable(
         self, seq: int, reply: Reply, on_timeout: TimeoutReply | None = None, context: Any = None
@@ -141,11 +154,26 @@ class GroupCommit:
             task_status.started()
 
     async def _flusher(self) -> None:
-        while True:
-            await self._flush_needed.wait()
-            self._flush_needed = trio.Event()
-            if not await self.sync_now():
-                return
+        """Run syncs in one long-lived thread and release replies as each one returns.
+
+        The thread syncs whenever appends were made since its last sync (``appended`` wakes
+        it) and hands each result back with one ``run_sync_soon``: under load it goes from
+        one sync to the next without waiting to be woken, and no sync pays for a worker
+        thread being found, started and joined, the way ``trio.to_thread.run_sync`` would.
+        """
+        thread = _SyncThread(self)
+        thread.start()
+        try:
+            while True:
+                result = await thread.next_result()
+                if isinstance(result, OSError):
+                    self._sync_failed(result)
+                    return
+                if isinstance(result, BaseException):
+                    raise result
+                self._synced(*result)
+        finally:
+            thread.stop()
 
     async def sync_now(self) -> bool:
         """Sync in a worker thread and release what became durable; False if the sync failed."""
@@ -154,22 +182,30 @@ class GroupCommit:
         try:
             durable, seconds = await trio.to_thread.run_sync(self._timed_sync)
         except OSError as exc:
-            self.failure = exc
-            self._waiting.clear()
-            self._timed.clear()
-            self.on_failure(exc)
+            self._sync_failed(exc)
             return False
+        self._synced(durable, seconds)
+        return True
+
+    def _sync_failed(self, exc: OSError) -> None:
+        self.failure = exc
+        self._waiting.clear()
+        self._timed.clear()
+        self.on_failure(exc)
+
+    def _synced(self, durable: int, seconds: float) -> None:
+        """A sync returned: everything numbered up to ``durable`` is on disk."""
         self.syncs += 1
         if self.fsync_seconds is not None:
             self.fsync_seconds.observe(seconds)
-        self.durable_seq = durable
+        if durable > self.durable_seq:
+            self.durable_seq = durable
         waiting = self._waiting
         while waiting and waiting[0][0] <= durable:
             waiting.popleft()[1].event.set()
         timed = self._timed  # released waiters are a prefix of the timed ones too
         while timed and timed[0][1].event.is_set():
             timed.popleft()
-        return True
 
     def _timed_sync(self) -> tuple[int, float]:
         started = time.perf_counter()
@@ -197,3 +233,56 @@ class GroupCommit:
                 log.warning("%s: %d replies not durable within %.0f ms were answered with a timeout error "
                             "(%d queued)", self.name, expired, timeout * 1000, len(self._waiting))
             await trio.sleep_until(timed[0][0] if timed else now + timeout)
+
+
+class _SyncThread:
+    """The flusher's thread: syncs while there are appends, hands each result to trio."""
+
+    def __init__(self, commit: GroupCommit) -> None:
+        self._commit = commit
+        self._needed = commit._flush_needed
+        self._token = trio.lowlevel.current_trio_token()
+        self._results: deque[tuple[int, float] | BaseException] = deque()
+        self._arrived: trio.Event | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=f"kcoord-sync-{commit.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Let the thread end after the sync it may be in (it is never waited for)."""
+        self._stopped = True
+        self._needed.set()
+
+    async def next_result(self) -> tuple[int, float] | BaseException:
+        while not self._results:
+            self._arrived = trio.Event()
+            await self._arrived.wait()
+        return self._results.popleft()
+
+    def _deliver(self, result: tuple[int, float] | BaseException) -> None:  # on the event loop
+        self._results.append(result)
+        arrived = self._arrived
+        if arrived is not None:
+            self._arrived = None
+            arrived.set()
+
+    def _run(self) -> None:  # in the thread
+        needed = self._needed
+        while True:
+            needed.wait()
+            needed.clear()
+            if self._stopped:
+                return
+            result: tuple[int, float] | BaseException
+            try:
+                result = self._commit._timed_sync()
+            except BaseException as exc:  # handed to the flusher task, which decides
+                result = exc
+            try:
+                self._token.run_sync_soon(self._deliver, result)
+            except trio.RunFinishedError:
+                return
+            if isinstance(result, BaseException):
+                return

@@ -5,6 +5,8 @@ Everything kcoord keeps on disk lives under one data directory (docs/storage.md 
 - ``.lock``: held with ``flock`` by the running broker;
 - ``format.json``: the data directory's format version (``storage.data_dir``);
 - ``__consumer_offsets.meta.json``: the coordinator log's partition count;
+- ``__consumer_offsets.snapshot``: the coordinator's state as of some log offsets, so
+  start-up replays only the log after them (``storage.coordinator_snapshot``; optional);
 - ``__consumer_offsets-<p>/`` and ``<topic>-<p>/``: partition directories of segment files
   ``{base_offset:020d}.log`` (plus a clean's ``.log.cleaned`` / ``.log.swap`` for a moment);
 - ``<topic>-<p>/log-start-offset``: a log start offset DeleteRecords moved inside a segment;
@@ -24,6 +26,7 @@ from pathlib import Path
 
 __all__ = [
     "CLEANED_SUFFIX",
+    "COORDINATOR_SNAPSHOT_FILE",
     "COORDINATOR_TOPIC",
     "FORMAT_FILE",
     "GROUP_CONFIGS_TOPIC",
@@ -38,6 +41,7 @@ __all__ = [
     "TEMP_SUFFIX",
     "TOPICS_FILE",
     "coordinator_partition_dir",
+    "coordinator_snapshot_file",
     "format_file",
     "group_configs_partition_dir",
     "history_copy_of",
@@ -63,6 +67,7 @@ FORMAT_FILE = "format.json"
 LOG_START_FILE = "log-start-offset"
 COORDINATOR_TOPIC = "__consumer_offsets"
 PARTITION_COUNT_FILE = f"{COORDINATOR_TOPIC}.meta.json"
+COORDINATOR_SNAPSHOT_FILE = f"{COORDINATOR_TOPIC}.snapshot"
 HISTORY_DIR = "history"
 TOPICS_FILE = "topics.json"
 PRODUCER_IDS_FILE = "producer_ids.json"
@@ -95,6 +100,10 @@ def format_file(data_dir: Path) -> Path:
 
 def partition_count_file(data_dir: Path) -> Path:
     return Path(data_dir) / PARTITION_COUNT_FILE
+
+
+def coordinator_snapshot_file(data_dir: Path) -> Path:
+    return Path(data_dir) / COORDINATOR_SNAPSHOT_FILE
 
 
 def topics_file(data_dir: Path) -> Path:

@@ -27,9 +27,8 @@ from protocol.records import (
     MAGIC,
     RecordBatch,
     RecordBatchError,
-    build_records,
     decode_batch,
-    encode_batch,
+    encode_key_value_batch,
     peek_batch_header,
     rewrite_base_offset,
 )
@@ -279,7 +278,7 @@ class PartitionLog:
             raise ValueError("cannot append an empty batch")
         with self._lock:
             base = self._active_for_write().next_offset
-            data = encode_batch(build_records(records), base_offset=base, base_timestamp=timestamp_ms)
+            data = encode_key_value_batch(records, base_offset=base, base_timestamp=timestamp_ms)
             return self._write(data, base, base + len(records))
 
     def append_batch(self, batch: bytes) -> tuple[int, int]:

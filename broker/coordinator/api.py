@@ -193,27 +193,28 @@ def encode_leave_group(version: int, r: Result) -> dict[str, Any]:
 
 
 def decode_offset_commit(version: int, body: Body, client: ClientInfo) -> OffsetCommitRequest:
+    # Item access: the body is a construct Container, whose attribute access is a Python call.
     epochs = version >= 6
     client_time = version == 1
+    topics = []
+    for topic in body["topics"]:
+        partitions = []
+        for p in topic["partitions"]:
+            partitions.append(CommitPartition(
+                p["partition_index"],
+                p["committed_offset"],
+                p["committed_leader_epoch"] if epochs else -1,
+                p["committed_metadata"] or "",
+                p["commit_timestamp"] if client_time else -1,
+            ))
+        topics.append(CommitTopic(topic["name"], tuple(partitions)))
     return OffsetCommitRequest(
-        group_id=body.group_id,
-        generation_id_or_member_epoch=body.generation_id_or_member_epoch if version >= 1 else -1,
-        member_id=body.member_id if version >= 1 else "",
+        group_id=body["group_id"],
+        generation_id_or_member_epoch=body["generation_id_or_member_epoch"] if version >= 1 else -1,
+        member_id=body["member_id"] if version >= 1 else "",
         group_instance_id=body.get("group_instance_id") if version >= 7 else None,
         retention_ms=body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
-        topics=tuple(
-            CommitTopic(topic.name, tuple(
-                CommitPartition(
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch if epochs else -1,
-                    p.committed_metadata or "",
-                    p.commit_timestamp if client_time else -1,
-                )
-                for p in topic.partitions
-            ))
-            for topic in body.topics
-        ),
+        topics=tuple(topics),
         consumer_protocol_version=version >= 9,
     )
 

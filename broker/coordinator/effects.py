@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.coordinator.records import CoordinatorRecord
+from broker.coordinator.records import CoordinatorRecord, OffsetCommitRecord
 from broker.coordinator.requests import Result
 
 
@@ -21,6 +21,8 @@ class Effects:
     """
 
     replay: Callable[[CoordinatorRecord], None] | None = None
+    #: Replays offset records in one call (``write_offsets``); without it, ``replay`` each.
+    replay_offsets: Callable[[list[OffsetCommitRecord]], None] | None = None
     records: dict[str, list[CoordinatorRecord]] = field(default_factory=dict)
     replies: list[tuple[int, Result]] = field(default_factory=list)
 
@@ -33,6 +35,21 @@ class Effects:
         else:
             records.append(record)
         self.replay(record)
+
+    def write_offsets(self, group_id: str, records: list[OffsetCommitRecord]) -> None:
+        """``write`` of each record in turn, in one call: a commit writes up to thousands of them."""
+        if self.replay is None:
+            raise RuntimeError("these effects were not opened by the coordinator and cannot take records")
+        existing = self.records.get(group_id)
+        if existing is None:
+            self.records[group_id] = list(records)
+        else:
+            existing.extend(records)
+        if self.replay_offsets is not None:
+            self.replay_offsets(records)
+        else:
+            for record in records:
+                self.replay(record)
 
     def reply(self, ticket: int | None, result: Result) -> None:
         if ticket is not None:

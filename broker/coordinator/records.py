@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.coordinator.modern.assignment import Assignment, assignment_of, pairs_of
 from broker.coordinator.modern.consumer.member import ClassicMemberMetadata, ConsumerGroupMember, MemberState
@@ -35,7 +35,9 @@ from protocol.consumer_offsets import (
     encode_consumer_group_value,
     encode_group_value,
     encode_key,
-    encode_offset_value,
+    encode_offset_commit_value,
+    encode_offset_key,
+    offset_key_prefix,
 )
 
 __all__ = [
@@ -53,12 +55,15 @@ __all__ = [
     "OffsetValue",
     "decode",
     "encode",
+    "encode_all",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitRecord:
-    """Kafka's OffsetCommitKey/OffsetCommitValue; ``value`` None deletes the offset."""
+class OffsetCommitRecord(NamedTuple):
+    """Kafka's OffsetCommitKey/OffsetCommitValue; ``value`` None deletes the offset.
+
+    A named tuple rather than a frozen dataclass: one is built per committed offset.
+    """
 
     group_id: str
     topic: str
@@ -267,8 +272,8 @@ def _decode_consumer_group(key: ConsumerGroupKey, value: bytes | None) -> Consum
 def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     """The record's key and value bytes as they go into the log."""
     if isinstance(record, OffsetCommitRecord):
-        key = encode_key(OffsetKey(record.group_id, record.topic, record.partition))
-        return key, None if record.value is None else encode_offset_value(record.value)
+        key = encode_offset_key(record.group_id, record.topic, record.partition)
+        return key, None if record.value is None else encode_offset_commit_value(record.value)
     if not isinstance(record, GroupMetadataRecord):
         return _encode_consumer_group(record)
     key = encode_key(GroupKey(record.group_id))
@@ -295,6 +300,36 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
             for m in value.members
         ],
     })
+
+
+def encode_all(records: list[CoordinatorRecord],
+               latest: dict[bytes, bytes] | None = None) -> list[tuple[bytes, bytes | None]]:
+    """``[encode(r) for r in records]``; offset records of one group and topic share their key's prefix.
+
+    With ``latest``, every group record (not an offset) also updates it: its last value per
+    key, in the order written, a tombstone removing the key. That is the compacted view of
+    the group records a snapshot keeps (``broker.coordinator.snapshot``).
+    """
+    out: list[tuple[bytes, bytes | None]] = []
+    group: str | None = None
+    topic: str | None = None
+    prefix: bytes | None = None
+    for record in records:
+        if isinstance(record, OffsetCommitRecord):
+            if record.group_id != group or record.topic != topic:
+                group, topic = record.group_id, record.topic
+                prefix = offset_key_prefix(group, topic)
+            offset = record.value
+            out.append((encode_offset_key(group, topic, record.partition, prefix),
+                        None if offset is None else encode_offset_commit_value(offset)))
+        else:
+            key, value = encode(record)
+            out.append((key, value))
+            if latest is not None:
+                latest.pop(key, None)
+                if value is not None:
+                    latest[key] = value
+    return out
 
 
 def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 
@@ -126,8 +127,9 @@ class LeaveGroupResult:
 # ---------------------------------------------------------------------- OffsetCommit
 
 
-@dataclass(frozen=True, slots=True)
-class CommitPartition:
+class CommitPartition(NamedTuple):
+    """One partition of a commit (a named tuple: one is built per committed offset)."""
+
     partition: int
     offset: int
     leader_epoch: int = -1
@@ -182,8 +184,9 @@ class OffsetFetchRequest:
     require_stable: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class FetchedPartition:
+class FetchedPartition(NamedTuple):
+    """One partition of a fetch (a named tuple: one is built per fetched offset)."""
+
     partition: int
     offset: int = -1
     leader_epoch: int = -1

@@ -120,7 +120,7 @@ class GroupCoordinatorShard:
 
     def effects(self) -> Effects:
         """Effects whose records replay into this shard as they are written."""
-        return Effects(self.replay)
+        return Effects(self.replay, self.offset_manager.replay_all)
 
     # ------------------------------------------------------------------ replay and load
 

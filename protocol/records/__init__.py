@@ -22,6 +22,7 @@ from protocol.records.batch import (
     build_records,
     decode_batch,
     encode_batch,
+    encode_key_value_batch,
     iter_batches,
 )
 from protocol.records.header import (
@@ -64,6 +65,7 @@ __all__ = [
     "build_records",
     "decode_batch",
     "encode_batch",
+    "encode_key_value_batch",
     "iter_batches",
     "iter_records",
     "peek_batch_header",

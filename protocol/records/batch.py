@@ -49,6 +49,7 @@ __all__ = [
     "build_records",
     "decode_batch",
     "encode_batch",
+    "encode_key_value_batch",
     "iter_batches",
 ]
 
@@ -443,6 +444,57 @@ def encode_batch(
     buf += section
     write_crc(buf)
     return bytes(buf)
+
+
+#: Zig-zag varints of 0..16383 (record sizes, key and value lengths, offset deltas).
+_VARINT_TABLE = tuple(encode_zigzag(i, 32) for i in range(16384))
+
+
+def encode_key_value_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]], *, base_offset: int = 0, base_timestamp: int = NO_TIMESTAMP
+) -> bytes:
+    """``encode_batch(build_records(records), base_offset=..., base_timestamp=...)``, byte for byte.
+
+    The log's own appends (the coordinator's records) are plain ``(key, value)`` pairs with
+    no headers and one timestamp; this writes them without building a ``Record`` each, as
+    one join of the pieces. Anything but ``bytes``/None keys and values goes the general way
+    (and its checks).
+    """
+    table = _VARINT_TABLE
+    limit = len(table)
+    parts: list[bytes | bytearray] = [b""]  # the header, packed once the size is known
+    size_total = 0
+    for i, (key, value) in enumerate(records):
+        if type(key) is bytes:
+            key_length = len(key)
+            key_head = table[key_length] if key_length < limit else _zigzag(key_length, 32)
+        elif key is None:
+            key, key_length, key_head = b"", 0, b"\x01"
+        else:
+            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp)
+        if type(value) is bytes:
+            value_length = len(value)
+            value_head = table[value_length] if value_length < limit else _zigzag(value_length, 32)
+        elif value is None:
+            value, value_length, value_head = b"", 0, b"\x01"
+        else:
+            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp)
+        delta = table[i] if i < limit else _zigzag(i, 32)
+        # attributes and timestamp delta (2 bytes), the offset delta, key, value, no headers (1 byte)
+        size = 3 + len(delta) + len(key_head) + key_length + len(value_head) + value_length
+        head = table[size] if size < limit else _zigzag(size, 32)
+        parts += (head, b"\x00\x00", delta, key_head, key, value_head, value, b"\x00")
+        size_total += len(head) + size
+    count = len(records)
+    try:
+        header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + size_total, -1, MAGIC, 0, 0,
+                                       count - 1, base_timestamp, base_timestamp, -1, -1, -1, count))
+    except struct.error as exc:
+        raise RecordBatchError(f"cannot encode batch header: {exc}") from None
+    parts[0] = header
+    out = bytearray().join(parts)
+    write_crc(out)
+    return bytes(out)
 
 
 def build_records(

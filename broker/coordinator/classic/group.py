@@ -84,7 +84,9 @@ class ClassicGroup:
     members: dict[str, ClassicMember] = field(default_factory=dict)  # insertion order = join order
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: dict[str, int] = field(default_factory=dict)  # member id -> expiry (KIP-394)
-    pending_sync: set[str] = field(default_factory=set)
+    #: Members yet to SyncGroup this generation (a dict used as an ordered set: an empty set
+    #: costs 216 bytes, an empty dict 64, and every group loaded from offsets alone has one).
+    pending_sync: dict[str, None] = field(default_factory=dict)
     new_member_added: bool = False
     # The join phase deadline (initial delay or rebalance timeout) and the delay state.
     join_deadline: int | None = None
@@ -207,7 +209,7 @@ class ClassicGroup:
         if self.leader == member_id:
             self.leader = next(iter(self.members), None)
         self.pending_members.pop(member_id, None)
-        self.pending_sync.discard(member_id)
+        self.pending_sync.pop(member_id, None)
         return member
 
     def rename_member(self, old_id: str, new_id: str) -> ClassicMember:
@@ -220,8 +222,8 @@ class ClassicGroup:
         if self.leader == old_id:
             self.leader = new_id
         if old_id in self.pending_sync:
-            self.pending_sync.discard(old_id)
-            self.pending_sync.add(new_id)
+            del self.pending_sync[old_id]
+            self.pending_sync[new_id] = None
         return member
 
     def supported_protocol_counts(self) -> Counter[str]:

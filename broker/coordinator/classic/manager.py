@@ -211,7 +211,7 @@ class ClassicGroupManager(ClassicRebalancer):
             fx.reply(ticket, sync_reply(error or E.UNKNOWN_MEMBER_ID))
             return
         member = group.members[member_id]
-        group.pending_sync.discard(member_id)
+        group.pending_sync.pop(member_id, None)
         if group.state is S.STABLE:
             fx.reply(ticket, sync_reply(E.NONE, member.assignment, group))
             self.touch(group, member, now)

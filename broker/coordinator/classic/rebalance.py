@@ -252,7 +252,7 @@ class ClassicRebalancer:
                 member.join_ticket = None
             self.touch(group, member, now)
             member.is_new = False
-            group.pending_sync.add(member.member_id)
+            group.pending_sync[member.member_id] = None
         group.sync_deadline = now + group.rebalance_timeout_ms
         self.timers.schedule(group.sync_deadline, SYNC, group.group_id)
 

@@ -1,0 +1,93 @@
+"""The commit path's direct encoders write exactly what the general codecs write.
+
+``encode_key_value_batch`` is ``encode_batch(build_records(...))`` without the ``Record``
+objects; ``encode_offset_key`` and ``encode_offset_commit_value`` pack what the compiled
+``__consumer_offsets`` codecs build. Same bytes for every input, and the same refusals.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocol.codec import encode_response, encode_response_body, response_frame
+from protocol.consumer_offsets import (
+    OffsetKey,
+    OffsetValue,
+    encode_key,
+    encode_offset_commit_value,
+    encode_offset_key,
+    encode_offset_value,
+    offset_key_prefix,
+)
+from protocol.errors import ProtocolError
+from protocol.records import build_records, encode_batch, encode_key_value_batch
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+# Mostly short (the one-byte varint paths), sometimes long enough for two- and three-byte lengths.
+PAYLOAD = st.one_of(st.none(), st.binary(max_size=80), st.integers(16380, 16400).map(lambda n: b"x" * n))
+
+
+@given(records=st.lists(st.tuples(PAYLOAD, PAYLOAD), min_size=1, max_size=70),
+       base_offset=st.integers(0, 2**62), timestamp=st.integers(-1, 2**45))
+def test_key_value_batch_is_the_general_encoding(
+    records: list[tuple[bytes | None, bytes | None]], base_offset: int, timestamp: int
+) -> None:
+    expected = encode_batch(build_records(records), base_offset=base_offset, base_timestamp=timestamp)
+    assert encode_key_value_batch(records, base_offset=base_offset, base_timestamp=timestamp) == expected
+
+
+def test_key_value_batch_of_many_records_and_other_buffers() -> None:
+    many = [(b"k%d" % i, b"v" * (i % 90)) for i in range(17000)]  # offset deltas past the varint table
+    assert encode_key_value_batch(many, base_offset=7, base_timestamp=1) == encode_batch(
+        build_records(many), base_offset=7, base_timestamp=1)
+    odd = [(bytearray(b"key"), memoryview(b"value"))]
+    assert encode_key_value_batch(odd) == encode_batch(build_records(odd))  # type: ignore[arg-type]
+
+
+@given(group=st.text(max_size=40), topic=st.text(max_size=40), partition=INT32)
+def test_offset_key_is_the_compiled_encoding(group: str, topic: str, partition: int) -> None:
+    expected = encode_key(OffsetKey(group, topic, partition))
+    assert encode_offset_key(group, topic, partition) == expected
+    assert encode_offset_key(group, topic, partition, offset_key_prefix(group, topic)) == expected
+
+
+@given(offset=INT64, epoch=INT32, metadata=st.text(max_size=40), commit=INT64,
+       expire=st.one_of(st.just(-1), INT64))
+def test_offset_value_is_the_compiled_encoding(offset: int, epoch: int, metadata: str, commit: int,
+                                               expire: int) -> None:
+    value = OffsetValue(offset, epoch, metadata, commit, expire)
+    assert encode_offset_commit_value(value) == encode_offset_value(value)
+
+
+@pytest.mark.parametrize("key", [("g" * 40000, "t", 0), ("g", "t", 2**31), ("\ud800", "t", 0)])
+def test_offset_keys_the_codec_refuses_are_refused_the_same_way(key: tuple[str, str, int]) -> None:
+    with pytest.raises(ProtocolError) as general:
+        encode_key(OffsetKey(*key))
+    with pytest.raises(ProtocolError) as direct:
+        encode_offset_key(*key)
+    assert str(direct.value) == str(general.value)
+
+
+def test_offset_values_the_codec_refuses_are_refused_the_same_way() -> None:
+    value = OffsetValue(2**63, -1, "", 0, -1)
+    with pytest.raises(ProtocolError) as general:
+        encode_offset_value(value)
+    with pytest.raises(ProtocolError) as direct:
+        encode_offset_commit_value(value)
+    assert str(direct.value) == str(general.value)
+
+
+@pytest.mark.parametrize(("api_key", "version", "body"), [
+    (8, 7, {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]}),
+    (8, 8, {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [{"partition_index": 3, "error_code": 27}]}]}),
+    (12, 3, {"throttle_time_ms": 0, "error_code": 0}),
+    (12, 4, {"throttle_time_ms": 0, "error_code": 22}),
+    (18, 3, {"error_code": 35, "api_keys": [], "throttle_time_ms": 0}),
+])
+def test_a_response_frame_of_an_encoded_body_is_the_whole_encoding(api_key: int, version: int,
+                                                                    body: dict[str, object]) -> None:
+    assert response_frame(api_key, version, 77, encode_response_body(api_key, version, body)) == encode_response(
+        api_key, version, 77, body)
