@@ -32,6 +32,7 @@ from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, coun
 from broker.slots import Slot
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
+from protocol.records import EndTransactionMarker
 from storage.cleaner import CleanResult
 from storage.coordinator_log import CoordinatorLog
 from storage.fs import REAL_FS, FileSystem
@@ -79,6 +80,20 @@ def commit_timed_out(slot: Slot, body: dict[str, Any]) -> bytes:
         for topic in body["topics"]
     ]
     return encode_response(slot.api_key, slot.version, slot.correlation_id, {**body, "topics": topics})
+
+
+class TransactionalRecords:
+    """Replay of what transactions wrote to ``__consumer_offsets``: pending offsets and their markers."""
+
+    def __init__(self, coordinator: GroupCoordinatorShard, coordinator_log: CoordinatorLog) -> None:
+        self.coordinator = coordinator
+        self.partitions = coordinator_log.partitions
+
+    def record(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        self.coordinator.replay_transactional_bytes(key, value, producer_id)
+
+    def marker(self, partition: int, producer_id: int, marker: EndTransactionMarker) -> None:
+        self.coordinator.replay_marker(partition, self.partitions, producer_id, marker)
 
 
 class GroupService:
@@ -133,7 +148,7 @@ class GroupService:
         coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics)
         started = time.monotonic()
         count = 0
-        for key, value, _timestamp in coordinator_log.replay():
+        for key, value, _timestamp in coordinator_log.replay(TransactionalRecords(coordinator, coordinator_log)):
             coordinator.replay_bytes(key, value)
             count += 1
         cleaner = None
@@ -204,18 +219,22 @@ class GroupService:
         """
         if self.stopped:
             return
-        if fx.records:
+        if fx.records or fx.transactional:
             now = self.clock()
             log_ = self.log
             try:
                 for group_id, records in fx.records.items():
                     log_.append(group_id, [encode_record(r) for r in records], now)
                     self.records_appended += len(records)
+                for (group_id, producer_id, epoch), records in fx.transactional.items():
+                    log_.append(group_id, [encode_record(r) for r in records], now,
+                                producer_id=producer_id, producer_epoch=epoch)
+                    self.records_appended += len(records)
             except OSError as exc:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
                 return
-            self.batches_appended += len(fx.records)
+            self.batches_appended += len(fx.records) + len(fx.transactional)
             self.commit.appended()
         needed = self.log.written_seq
         commit = self.commit
@@ -237,6 +256,26 @@ class GroupService:
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                     marker: EndTransactionMarker) -> int | None:
+        """Append a transaction's marker to ``__consumer_offsets-<partition>`` and replay it.
+
+        Returns the append's number (durable once ``commit.durable_seq`` reaches it), or
+        None when the broker has stopped on a storage failure.
+        """
+        if self.stopped:
+            return None
+        try:
+            seq = self.log.append_marker(partition, producer_id, producer_epoch, marker, self.clock())
+        except OSError as exc:
+            self.stopped = True
+            self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
+            return None
+        self.batches_appended += 1
+        self.coordinator.replay_marker(partition, self.log.partitions, producer_id, marker)
+        self.commit.appended()
+        return seq
 
     def _sync_failed(self, exc: OSError) -> None:
         self.stopped = True
@@ -336,6 +375,9 @@ class GroupService:
             counter("kcoord_offsets_expired_total", "Committed offsets removed by retention (KIP-211 expiry).",
                     self.offsets_expired),
             gauge("kcoord_offsets", "Committed offsets held (group, topic, partition).", coordinator.offsets.count()),
+            gauge("kcoord_offsets_pending_transactional",
+                  "Offsets committed inside transactions still open (invisible until their COMMIT marker).",
+                  coordinator.pending_offsets.count()),
             *self._log_metrics(),
         ]
 
