@@ -312,16 +312,15 @@ class TransactionCoordinator:
     def complete(self, now: int, markers: MarkerRequest) -> TxnEffects:
         """Every marker of a decided transaction is durable: CompleteCommit or CompleteAbort.
 
-        Ignored unless the transactional id is still in that very Prepare state (a marker
-        job that outlived its transaction changes nothing). The EndTxn that decided it,
-        if any, is answered now.
+        Ignored unless the transactional id is still in that very Prepare state: a marker
+        job that outlived its transaction (written twice) changes nothing and answers
+        nothing. The EndTxn that decided it, if any, is answered now.
         """
         fx = self.effects()
         metadata = self.transactions.get(markers.transactional_id)
         expected = S.PREPARE_COMMIT if markers.commit else S.PREPARE_ABORT
         if (metadata is None or metadata.state is not expected or metadata.producer_id != markers.producer_id
                 or metadata.producer_epoch != markers.producer_epoch):
-            fx.reply(markers.ticket, ErrorResult(E.INVALID_TXN_STATE))
             return fx
         new = replace(metadata, state=S.COMPLETE_COMMIT if markers.commit else S.COMPLETE_ABORT,
                       partitions=frozenset(), last_update_ms=now)
