@@ -155,7 +155,7 @@ class ConfluentApp(threading.Thread):
 
     def __init__(self, bootstrap: str, source: str, sink: str, ends: dict[int, int], *, group: str = "ctp",
                  transactional_id: str = "ctp-app", batch: int = 8, op_timeout: float = 10,
-                 deadline: float = 150) -> None:
+                 deadline: float = 150, instance_id: str | None = None) -> None:
         super().__init__(name="confluent-ctp", daemon=True)
         self.bootstrap, self.source, self.sink, self.ends = bootstrap, source, sink, ends
         self.group, self.transactional_id, self.batch = group, transactional_id, batch
@@ -165,6 +165,8 @@ class ConfluentApp(threading.Thread):
         self.error: BaseException | None = None
         self.log: list[str] = []
         self.extra: dict[str, Any] = {}
+        #: A static member (KIP-345): a restarted application takes its place without a rebalance wait.
+        self.instance_id = instance_id
 
     def run(self) -> None:
         try:
@@ -208,7 +210,8 @@ class ConfluentApp(threading.Thread):
 
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "session.timeout.ms": 45000, **FAST_RECONNECT})
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 45000, **FAST_RECONNECT,
+                             **({"group.instance.id": self.instance_id} if self.instance_id else {})})
         consumer.subscribe([self.source])
         self.consumer = consumer
         producer = self._producer()
@@ -271,5 +274,248 @@ class ConfluentApp(threading.Thread):
 _TIMEOUTS = {-185, -192, -195}  # librdkafka's _TIMED_OUT, _TIMED_OUT_QUEUE, _TRANSPORT
 
 
-def run_asyncio(coroutine: Any) -> Any:
-    return asyncio.run(coroutine)
+class KafkaPythonApp(threading.Thread):
+    """The same loop on kafka-python's transactional producer and read_committed consumer.
+
+    kafka-python's transactional calls block until they are done (no timeout), so any
+    failure is handled the one safe way: abort if the producer still can, else start a
+    new producer (its InitProducerId fences the old one and aborts its transaction), and
+    rewind the consumer to the committed offsets.
+    """
+
+    def __init__(self, bootstrap: str, source: str, sink: str, ends: dict[int, int], *, group: str = "ctp-kp",
+                 transactional_id: str = "ctp-kp-app", batch: int = 8, deadline: float = 150) -> None:
+        super().__init__(name="kafka-python-ctp", daemon=True)
+        self.bootstrap, self.source, self.sink, self.ends = bootstrap, source, sink, ends
+        self.group, self.transactional_id, self.batch = group, transactional_id, batch
+        self.deadline = time.monotonic() + deadline
+        self.progress = Progress()
+        self.error: BaseException | None = None
+        self.log: list[str] = []
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+        finally:
+            self.progress.done.set()
+
+    def _producer(self) -> Any:
+        from kafka import KafkaProducer
+
+        while True:
+            self._check_deadline()
+            producer = KafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=self.transactional_id,
+                                     transaction_timeout_ms=60000, linger_ms=2, retry_backoff_ms=50,
+                                     reconnect_backoff_ms=50, reconnect_backoff_max_ms=500)
+            try:
+                producer.init_transactions()
+                return producer
+            except Exception as exc:
+                self.log.append(f"init_transactions: {type(exc).__name__}: {exc}")
+                producer.close(timeout=1)
+                time.sleep(0.2)
+
+    def _check_deadline(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise TimeoutError(f"the application did not finish in time: {self.progress.commits} commits, "
+                               f"last steps {self.log[-10:]}")
+
+    def _run(self) -> None:
+        from kafka import KafkaConsumer
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
+                                 isolation_level="read_committed", enable_auto_commit=False,
+                                 auto_offset_reset="earliest", session_timeout_ms=45000, retry_backoff_ms=50,
+                                 reconnect_backoff_ms=50, reconnect_backoff_max_ms=500)
+        consumer.subscribe([self.source])
+        producer = self._producer()
+        try:
+            while not self._finished(consumer):
+                self._check_deadline()
+                try:
+                    polled = consumer.poll(timeout_ms=500, max_records=self.batch)
+                except Exception as exc:  # the broker is down: poll again
+                    self.log.append(f"poll: {type(exc).__name__}")
+                    time.sleep(0.1)
+                    continue
+                messages = [r for records in polled.values() for r in records]
+                if not messages:
+                    continue
+                try:
+                    producer.begin_transaction()
+                    for r in messages:
+                        producer.send(self.sink, value=r.value, key=r.key, partition=r.partition)
+                    offsets = {tp: OffsetAndMetadata(consumer.position(tp), "", -1) for tp in consumer.assignment()}
+                    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                    producer.commit_transaction()
+                    self.progress.committed()
+                except Exception as exc:
+                    self.log.append(f"transaction failed: {type(exc).__name__}: {exc}")
+                    producer = self._recover(producer)
+                    self._rewind(consumer)
+        finally:
+            consumer.close()
+            producer.close(timeout=5)
+
+    def _recover(self, producer: Any) -> Any:
+        try:
+            producer.abort_transaction()
+            self.progress.aborts += 1
+            return producer
+        except Exception as exc:
+            self.log.append(f"abort failed: {type(exc).__name__}: {exc}; a new producer")
+            producer.close(timeout=1)
+            self.progress.restarts += 1
+            return self._producer()
+
+    def _rewind(self, consumer: Any) -> None:
+        for tp in consumer.assignment():
+            while True:
+                self._check_deadline()
+                try:
+                    committed = consumer.committed(tp)
+                    break
+                except Exception as exc:
+                    self.log.append(f"committed: {type(exc).__name__}")
+                    time.sleep(0.1)
+            if committed is None:
+                consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, committed)
+
+    def _finished(self, consumer: Any) -> bool:
+        assignment = consumer.assignment()
+        if len(assignment) != len(self.ends):
+            return False
+        try:
+            positions = {tp.partition: consumer.position(tp) for tp in assignment}
+        except Exception as exc:  # the broker is down: not known yet
+            self.log.append(f"position: {type(exc).__name__}")
+            return False
+        return all(positions[p] >= end for p, end in self.ends.items()) and self.progress.commits > 0
+
+
+class AiokafkaApp(KafkaPythonApp):
+    """The same loop on aiokafka's transactional producer (asyncio, in this thread)."""
+
+    def __init__(self, bootstrap: str, source: str, sink: str, ends: dict[int, int], *, group: str = "ctp-aio",
+                 transactional_id: str = "ctp-aio-app", batch: int = 8, deadline: float = 150) -> None:
+        super().__init__(bootstrap, source, sink, ends, group=group, transactional_id=transactional_id, batch=batch,
+                         deadline=deadline)
+        self.name = "aiokafka-ctp"
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _new_producer(self) -> Any:
+        from aiokafka import AIOKafkaProducer
+
+        while True:
+            self._check_deadline()
+            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=self.transactional_id,
+                                        transaction_timeout_ms=60000, linger_ms=2, retry_backoff_ms=50)
+            try:
+                await asyncio.wait_for(producer.start(), 20)  # InitProducerId
+                return producer
+            except Exception as exc:
+                self.log.append(f"start: {type(exc).__name__}: {exc}")
+                await producer.stop()
+                await asyncio.sleep(0.2)
+
+    async def _main(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        consumer = AIOKafkaConsumer(self.source, bootstrap_servers=self.bootstrap, group_id=self.group,
+                                    isolation_level="read_committed", enable_auto_commit=False,
+                                    auto_offset_reset="earliest", session_timeout_ms=45000, retry_backoff_ms=50)
+        await consumer.start()
+        producer = await self._new_producer()
+        try:
+            while not await self._done(consumer):
+                self._check_deadline()
+                try:
+                    polled = await consumer.getmany(timeout_ms=500, max_records=self.batch)
+                except Exception as exc:  # the broker is down: poll again
+                    self.log.append(f"getmany: {type(exc).__name__}")
+                    await asyncio.sleep(0.1)
+                    continue
+                messages = [r for records in polled.values() for r in records]
+                if not messages:
+                    continue
+                try:
+                    await asyncio.wait_for(self._transact(producer, consumer, messages), 30)
+                    self.progress.committed()
+                except Exception as exc:
+                    self.log.append(f"transaction failed: {type(exc).__name__}: {exc}")
+                    await producer.stop()
+                    self.progress.restarts += 1
+                    producer = await self._new_producer()  # fences the old one, aborting its transaction
+                    await self._rewind_async(consumer)
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+    async def _transact(self, producer: Any, consumer: Any, messages: list[Any]) -> None:
+        async with producer.transaction():
+            for r in messages:
+                await producer.send(self.sink, value=r.value, key=r.key, partition=r.partition)
+            offsets = {tp: await consumer.position(tp) for tp in consumer.assignment()}
+            await producer.send_offsets_to_transaction(offsets, self.group)
+
+    async def _rewind_async(self, consumer: Any) -> None:
+        for tp in consumer.assignment():
+            while True:
+                self._check_deadline()
+                try:
+                    committed = await consumer.committed(tp)
+                    break
+                except Exception as exc:
+                    self.log.append(f"committed: {type(exc).__name__}")
+                    await asyncio.sleep(0.1)
+            if committed is None:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, committed)
+
+    async def _done(self, consumer: Any) -> bool:
+        assignment = consumer.assignment()
+        if len(assignment) != len(self.ends) or not self.progress.commits:
+            return False
+        try:
+            positions = {tp.partition: await consumer.position(tp) for tp in assignment}
+        except Exception as exc:
+            self.log.append(f"position: {type(exc).__name__}")
+            return False
+        return all(positions[p] >= end for p, end in self.ends.items())
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.support.eos BOOTSTRAP SOURCE SINK ENDS``: the confluent-kafka application as a
+    process of its own (a test SIGKILLs it mid-transaction); prints ``committed N`` after each commit."""
+    import json
+    import sys
+
+    bootstrap, source, sink, ends_json = argv
+    ends = {int(p): end for p, end in json.loads(ends_json).items()}
+    app = ConfluentApp(bootstrap, source, sink, ends, instance_id="ctp-instance", deadline=120)
+    app.start()
+    printed = 0
+    while app.is_alive() or printed < app.progress.commits:
+        app.progress.wait_for(printed + 1, 0.2)
+        while printed < app.progress.commits:
+            printed += 1
+            print(f"committed {printed}", flush=True)
+    if app.error is not None:
+        print(f"failed: {app.error!r}; steps {app.log[-15:]}", file=sys.stderr, flush=True)
+        return 1
+    print("finished", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
