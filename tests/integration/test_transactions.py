@@ -8,6 +8,7 @@ The rules are in docs/transactions.md.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -299,3 +300,34 @@ def test_transactions_survive_kill_9_committed_stay_committed_and_the_open_one_i
         assert sorted(_values(broker.bootstrap, "crash", 2, "read_uncommitted", 2)) == [b"committed", b"open"]
     finally:
         broker.stop()
+
+
+def test_kcoord_transactions_lists_and_describes_transactions_and_producers(
+        broker: BrokerProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    from kcoord.cli import main
+
+    def kcoord_json(*args: str) -> Any:
+        assert main([*args, "--bootstrap-server", broker.bootstrap, "--output", "json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    create_topics(broker.bootstrap, {"tool": 1})
+    producer = _producer(broker.bootstrap, "tool-txn")
+    producer.begin_transaction()
+    producer.produce("tool", value=b"x", partition=0)
+    assert producer.flush(30) == 0
+
+    listed = kcoord_json("transactions", "list", "--state", "ongoing")["transactions"]
+    assert [(t["transactional_id"], t["state"]) for t in listed] == [("tool-txn", "Ongoing")]
+    described = kcoord_json("transactions", "describe", "--transactional-id", "tool-txn")
+    assert (described["state"], described["partitions"]) == ("Ongoing", ["tool-0"])
+    producers = kcoord_json("transactions", "describe-producers", "--topic", "tool", "--partition", "0")["producers"]
+    assert [(p["producer_id"], p["current_txn_start_offset"]) for p in producers] == [(described["producer_id"], 0)]
+
+    producer.commit_transaction(30)
+    assert kcoord_json("transactions", "describe", "--transactional-id", "tool-txn")["state"] == "CompleteCommit"
+    assert kcoord_json("transactions", "list", "--state", "Ongoing")["transactions"] == []
+    producers = kcoord_json("transactions", "describe-producers", "--topic", "tool", "--partition", "0")["producers"]
+    assert [p["current_txn_start_offset"] for p in producers] == [-1]
+    assert main(["transactions", "describe", "--transactional-id", "nobody-knows-me",
+                 "--bootstrap-server", broker.bootstrap]) == 1
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in capsys.readouterr().err
