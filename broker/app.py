@@ -31,6 +31,8 @@ from broker.offset_policies import CatalogLogBounds, LogStartGuard
 from broker.router import Authorization, Router
 from broker.security_service import SecurityService
 from broker.topics import TopicCatalog
+from broker.txn_service import TransactionService
+from broker.txn_service import register as register_transactions
 from protocol.api_keys import ApiKey
 from storage.fs import REAL_FS, FileSystem
 from storage.maintenance import Maintenance
@@ -48,6 +50,7 @@ class Broker:
     maintenance: Maintenance
     security: SecurityService
     group_configs: GroupConfigService
+    transactions: TransactionService
 
     @classmethod
     def open(cls, config: Config, data_dir: Path, fs: FileSystem = REAL_FS) -> Broker:
@@ -63,14 +66,20 @@ class Broker:
         catalog.listeners.append(groups)
         data = DataService(catalog, groups.clock, config["log.flush.policy"] == "durable",
                            retention_check_ms=config["log.retention.check.interval.ms"],
-                           cleaner=groups.cleaner)
+                           cleaner=groups.cleaner, producer_expiration_ms=config["producer.id.expiration.ms"],
+                           checkpoint_interval_ms=config["producer.state.checkpoint.interval.ms"])
         data.log_start_guard = LogStartGuard(groups)
+        catalog.listeners.append(data)
+        # The transaction coordinator writes markers through the data and group services, and
+        # answers Produce's question whether a partition is in a transaction.
+        transactions = TransactionService.open(config, data_dir, groups, data, fs)
+        data.transactions = transactions
         # Offsets left out of their log (a truncated tail, a crash before a nearest commit
         # was durable) move back in before anything is served.
         groups.apply(groups.coordinator.enforce_offset_policies(groups.clock()))
         maintenance = Maintenance(groups.maintenance_jobs() + data.maintenance_jobs())
         security = SecurityService.open(config, data_dir, fs)
-        return cls(config, data_dir, groups, catalog, data, maintenance, security, group_configs)
+        return cls(config, data_dir, groups, catalog, data, maintenance, security, group_configs, transactions)
 
     def authorization(self) -> Authorization | None:
         """What the routers enforce ACLs with, or None when no authorizer is configured."""
@@ -116,18 +125,21 @@ class Broker:
             r, topic_handlers.handle_create_partitions(ctx, catalog, r)))
         group_handlers.register(router, groups)
         data_service.register(router, self.data)
+        register_transactions(router, self.transactions)
         return router
 
     def collectors(self) -> list[Collector]:
         lag = LagCollector(self.groups.coordinator.offsets, self.catalog,
                            self.config["metrics.group.lag.max.series"])
-        return [self.groups.metrics, self.data.metrics, self.security.metrics, self.group_configs.metrics, lag]
+        return [self.groups.metrics, self.data.metrics, self.transactions.metrics, self.security.metrics,
+                self.group_configs.metrics, lag]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The services' background tasks (group commit, timers, expiry, maintenance)."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.groups.run)
             await nursery.start(self.data.run)
+            await nursery.start(self.transactions.run)
             await nursery.start(self.maintenance.run)
             await nursery.start(self.security.run)
             await nursery.start(self.group_configs.run)
@@ -135,8 +147,11 @@ class Broker:
 
     async def close(self) -> None:
         """Make everything durable and close the files (after connections have drained)."""
+        await self.transactions.close()
         await self.groups.close()
         await trio.to_thread.run_sync(self.catalog.flush)
+        # Producer state checkpoints bound what the next start replays of each partition.
+        await trio.to_thread.run_sync(self.data.checkpoint_producer_states)
         self.catalog.close()
         await self.security.close()
         await self.group_configs.close()

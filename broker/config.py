@@ -252,6 +252,26 @@ SETTINGS: tuple[Setting, ...] = (
             "reason keeps its error; the records may still become durable later. Other coordinator "
             "replies wait until they are durable (docs/storage.md).",
             _positive, "> 0"),
+    Setting("transaction.max.timeout.ms", int, 900000,
+            "The longest transaction.timeout.ms a transactional producer may ask for; InitProducerId with "
+            "more is refused with INVALID_TRANSACTION_TIMEOUT. A transaction open past its own timeout is "
+            "aborted by the broker (docs/transactions.md).", _positive, "> 0"),
+    Setting("transactional.id.expiration.ms", int, 604800000,
+            "A transactional id with no transaction in flight and no update for this long is forgotten "
+            "(its __transaction_state record tombstoned).", _positive, "> 0"),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
+            "How often expired transactional ids are looked for.", _positive, "> 0"),
+    Setting("transaction.state.log.num.partitions", int, 50,
+            "Partitions of __transaction_state; a transactional id's partition is hash(id) mod this. "
+            "Fixed once the log exists.", _positive, "> 0"),
+    Setting("transaction.state.log.segment.bytes", int, 104857600, "Segment size of __transaction_state.",
+            _positive, "> 0"),
+    Setting("producer.id.expiration.ms", int, 86400000,
+            "A partition forgets an idempotent or transactional producer with no open transaction whose "
+            "last batch is older than this (its sequences are then unknown).", _positive, "> 0"),
+    Setting("producer.state.checkpoint.interval.ms", int, 60000,
+            "kcoord-specific: how often each partition's producer state (open transactions, sequences) is "
+            "checkpointed, bounding what a restart replays to rebuild it.", _positive, "> 0"),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", _positive, "> 0"),
     Setting("auto.create.topics.enable", bool, True,
             "Create a topic when a client asks for metadata of (or produces to) an unknown one."),

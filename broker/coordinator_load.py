@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from broker.coordinator import GroupCoordinatorShard
 from broker.coordinator.snapshot import restore, track_group_record
 from protocol.consumer_offsets import is_offset_key
+from protocol.records import EndTransactionMarker
 from storage import coordinator_snapshot
 from storage.coordinator_log import CoordinatorLog
 from storage.coordinator_snapshot import PartitionMark, SnapshotHeader, SnapshotUnusable, SnapshotWriter
@@ -43,6 +44,20 @@ class Loaded:
     replayed: int
 
 
+class TransactionalRecords:
+    """Replay of what transactions wrote to ``__consumer_offsets``: pending offsets and their markers."""
+
+    def __init__(self, coordinator: GroupCoordinatorShard, coordinator_log: CoordinatorLog) -> None:
+        self.coordinator = coordinator
+        self.partitions = coordinator_log.partitions
+
+    def record(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        self.coordinator.replay_transactional_bytes(key, value, producer_id)
+
+    def marker(self, partition: int, producer_id: int, marker: EndTransactionMarker) -> None:
+        self.coordinator.replay_marker(partition, self.partitions, producer_id, marker)
+
+
 def load(coordinator_log: CoordinatorLog, new_shard: Callable[[], GroupCoordinatorShard], delete_retention_ms: int,
          now: int) -> Loaded:
     """The snapshot and the log after it, or the whole log."""
@@ -54,7 +69,8 @@ def load(coordinator_log: CoordinatorLog, new_shard: Callable[[], GroupCoordinat
         group_records.clear()
     count = 0
     for key, value, _timestamp in coordinator_log.replay(
-            None if header is None else [mark.covered for mark in header.marks]):
+            None if header is None else [mark.covered for mark in header.marks],
+            TransactionalRecords(shard, coordinator_log)):
         shard.replay_bytes(key, value)
         if not is_offset_key(key):
             track_group_record(group_records, key, value)

@@ -7,6 +7,15 @@ answers acks=1 after the write and acks=-1 after an fsync shared with other requ
 long-polls (max_wait_ms, min_bytes) until data arrives. Fetch sessions are answered as
 "no session" (session id 0), which every client accepts by sending full fetch requests.
 Retention and compaction of topics are maintenance jobs (``maintenance_jobs``).
+
+Each partition's producers (``storage.producer_state``) check idempotent and transactional
+batches (epochs, sequences, an open transaction), know the partition's last stable offset
+and its aborted transactions: a read_committed Fetch stops at the last stable offset and
+gets the aborted transactions it needs to skip, a read_committed ListOffsets sees the last
+stable offset as the end. The first transactional batch of a transaction in a partition is
+checked with the transaction coordinator (``transactions``, Kafka's verification of
+KIP-890): the partition must be in the producer's open transaction. The coordinator's
+COMMIT and ABORT markers come in through ``write_marker``.
 """
 
 from __future__ import annotations
@@ -20,19 +29,20 @@ from typing import Any, Protocol
 import trio
 
 from broker.metrics import REQUEST_BUCKETS, Family, Histogram, counter, gauge
-from broker.producers import ProducerIds, ProducerStates
+from broker.producers import ProducerIds
 from broker.record_validation import Refused, TopicRules, validate
 from broker.slots import Slot
 from broker.topics import TopicCatalog
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
-from protocol.records import MAGIC, scan_batches
+from protocol.records import MAGIC, EndTransactionMarker, encode_marker_batch, scan_batches
 from storage.cleaner import CleanResult
 from storage.group_commit import GroupCommit
 from storage.journal import Journal
 from storage.maintenance import Job
 from storage.partition import PartitionLog
+from storage.producer_state import PartitionProducerState
 
 log = logging.getLogger("kcoord.data")
 
@@ -41,6 +51,31 @@ LATEST = -1
 MAX_TIMESTAMP = -3
 #: One broker: every partition has exactly one in-sync replica, its leader.
 IN_SYNC_REPLICAS = 1
+READ_COMMITTED = 1
+E = ErrorCode
+
+
+class TransactionVerifier(Protocol):
+    """The transaction coordinator, as Produce asks it (``broker.txn_service``)."""
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+               partition: int) -> ErrorCode: ...
+
+
+def produce_error_of_verification(error: ErrorCode) -> ErrorCode:
+    """What a failed verification means to a producer (Kafka's AddPartitionsToTxnManager).
+
+    PRODUCER_FENCED is INVALID_PRODUCER_EPOCH on Produce; a partition not in the
+    transaction is INVALID_TXN_STATE; CONCURRENT_TRANSACTIONS (the coordinator is ending
+    the transaction) becomes NOT_ENOUGH_REPLICAS, which every client retries.
+    """
+    if error is E.PRODUCER_FENCED:
+        return E.INVALID_PRODUCER_EPOCH
+    if error is E.TRANSACTION_ABORTABLE:
+        return E.INVALID_TXN_STATE
+    if error in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS):
+        return E.NOT_ENOUGH_REPLICAS
+    return error
 
 
 @dataclass
@@ -79,7 +114,8 @@ PlannedDeletion = tuple[int, ErrorCode | None, PartitionLog | None, int]
 
 class DataService:
     def __init__(self, catalog: TopicCatalog, clock_ms: Any, durable: bool = True,
-                 retention_check_ms: int = 300_000, cleaner: dict[str, Any] | None = None) -> None:
+                 retention_check_ms: int = 300_000, cleaner: dict[str, Any] | None = None,
+                 producer_expiration_ms: int = 86_400_000, checkpoint_interval_ms: int = 60_000) -> None:
         self.retention_check_ms = retention_check_ms
         self.cleaner = cleaner  # None: compacted topics are not cleaned
         self.catalog = catalog
@@ -94,8 +130,13 @@ class DataService:
         self.commit = GroupCommit(self._journal, durable=durable, on_failure=self._sync_failed,
                                   name="topic partitions")
         self._nursery: trio.Nursery | None = None
-        self._producers: dict[PartitionLog, ProducerStates] = {}
+        self._producers: dict[PartitionLog, PartitionProducerState] = {}
         self.producer_ids = ProducerIds(catalog.data_dir, catalog.fs)
+        #: The transaction coordinator, asked about a transaction's first write to a partition.
+        self.transactions: TransactionVerifier | None = None
+        self.producer_expiration_ms = producer_expiration_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.markers_written = 0
         # Metrics (read by broker.metrics at scrape time).
         self.produced_records = 0
         self.produced_bytes = 0
@@ -143,12 +184,42 @@ class DataService:
         ]
 
     def maintenance_jobs(self) -> list[Job]:
-        """Topic retention and compaction, every ``log.retention.check.interval.ms``."""
+        """Topic retention and compaction, every ``log.retention.check.interval.ms``; producer state
+        checkpoints every ``producer.state.checkpoint.interval.ms``."""
         interval = self.retention_check_ms / 1000
-        jobs = [Job("retention of topics", interval, lambda: self.enforce_retention(self.clock_ms()))]
+        jobs = [Job("retention of topics", interval, lambda: self.enforce_retention(self.clock_ms())),
+                Job("producer state checkpoints", self.checkpoint_interval_ms / 1000,
+                    lambda: self.checkpoint_producer_states(self.clock_ms()))]
         if self.cleaner is not None:
             jobs.append(Job("compaction of topics", interval, lambda: self.compact_topics(self.clock_ms())))
         return jobs
+
+    def checkpoint_producer_states(self, now_ms: int | None = None) -> int:
+        """Checkpoint every partition's producer state (a worker thread); returns how many.
+
+        Producers idle past ``producer.id.expiration.ms`` without an open transaction are
+        forgotten on the way.
+        """
+        done = 0
+        for state in list(self._producers.values()):
+            if state.plog.closed:
+                continue
+            try:
+                state.checkpoint(now_ms, self.producer_expiration_ms if now_ms is not None else None)
+            except ValueError:
+                continue  # its topic was deleted meanwhile
+            done += 1
+        return done
+
+    # ---------------------------------------------------------------- topic changes (TopicListener)
+
+    def on_partitions_added(self, topic: str, start_offsets: dict[int, int]) -> None:
+        pass
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """The deleted topic's partitions are closed: forget their producer state."""
+        for plog in [p for p in self._producers if p.closed]:
+            self._producers.pop(plog).close()
 
     def _partitions_with(self, policy: str) -> list[tuple[Any, PartitionLog]]:
         return [
@@ -196,16 +267,13 @@ class DataService:
     def produce(self, request: Request) -> Slot | dict[str, Any] | None:
         body = request.body
         header = request.header
-        if body.get("transactional_id") is not None:
-            refused = PartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      message="kcoord does not support transactions")
-            return self._produce_reply(body, lambda t, p: refused)
+        transactional_id = body.get("transactional_id")
         results: dict[tuple[str, int], PartitionResult] = {}
         now = self.clock_ms()
         for topic in body.topic_data:
             for part in topic.partition_data:
                 results[(topic.name, part.index)] = self._append(topic.name, part.index, part.records, now,
-                                                                 body.acks)
+                                                                 body.acks, transactional_id)
                 if self.stopped:
                     return None
         if body.acks == 0:
@@ -219,7 +287,7 @@ class DataService:
         return reply
 
     def _append(self, topic_name: str, index: int, records: bytes | None, now: int,
-                acks: int) -> PartitionResult:
+                acks: int, transactional_id: str | None = None) -> PartitionResult:
         partition = self.catalog.partition(topic_name, index)
         if partition is None:
             return PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -239,13 +307,21 @@ class DataService:
             return PartitionResult(ErrorCode.NOT_ENOUGH_REPLICAS, message=(
                 f"The size of the current ISR {IN_SYNC_REPLICAS} is insufficient to satisfy the min.isr "
                 f"requirement of {min_isr} for partition {topic_name}-{index}"))
-        states = self._producer_states(partition)
+        states = self._producer_states(partition) if any(h.producer_id >= 0 for _, h in batches) else None
         for _, header in batches:
-            if header.producer_id >= 0:
-                if header.is_transactional:
-                    return PartitionResult(ErrorCode.INVALID_RECORD, message="transactional batches are not supported")
-                error, duplicate_of = states.check(header.producer_id, header.producer_epoch,
-                                                   header.base_sequence, header.last_offset_delta + 1)
+            if header.is_transactional and transactional_id is None:
+                # As KafkaApis: transactional records need an authorized transactional id.
+                return PartitionResult(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       message="transactional batches need the producer's transactional id")
+            if states is not None and header.producer_id >= 0:
+                if header.is_transactional and not states.state.has_open_transaction(header.producer_id):
+                    verified = self._verify(transactional_id or "", header.producer_id, header.producer_epoch,
+                                            topic_name, index)
+                    if verified is not E.NONE:
+                        return PartitionResult(verified, message=f"transaction check failed: {verified.name}")
+                error, duplicate_of = states.check_batch(header.producer_id, header.producer_epoch,
+                                                         header.base_sequence, header.last_offset_delta + 1,
+                                                         header.is_transactional)
                 if error is not ErrorCode.NONE:
                     return PartitionResult(error)
                 if duplicate_of is not None and len(batches) == 1:
@@ -263,9 +339,8 @@ class DataService:
                 return PartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
             self.produced_records += header.records_count
             self.produced_bytes += len(raw)
-            if header.producer_id >= 0:
-                states.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                              header.last_offset_delta + 1, base)
+            if states is not None:
+                states.on_batch(header, base)
             if first < 0:
                 first = base
         self._journal.mark(partition)
@@ -292,22 +367,63 @@ class DataService:
             responses.append({"name": topic.name, "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
 
-    def _producer_states(self, partition: PartitionLog) -> ProducerStates:
+    def _verify(self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int) -> ErrorCode:
+        if self.transactions is None:
+            return E.INVALID_TXN_STATE
+        return produce_error_of_verification(self.transactions.verify(transactional_id, producer_id, epoch, topic,
+                                                                      index))
+
+    def _producer_states(self, partition: PartitionLog) -> PartitionProducerState:
+        """The partition's producer state, loaded (checkpoint, then the log after it) on first use."""
         states = self._producers.get(partition)
         if states is None:
-            # Rebuild from the log the first time the partition sees a producer.
-            states = self._producers[partition] = ProducerStates()
-            for _, batch in partition.read_batches(partition.log_start_offset):
-                if batch.producer_id >= 0 and not batch.is_control:
-                    states.record(batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                                  batch.last_offset_delta + 1, batch.base_offset)
+            states = self._producers[partition] = PartitionProducerState.open(partition, self.catalog.fs)
         return states
 
+    def producer_state(self, topic: str, index: int) -> PartitionProducerState | None:
+        partition = self.catalog.partition(topic, index)
+        return None if partition is None else self._producer_states(partition)
+
+    # ---------------------------------------------------------------- transaction markers
+
+    def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
+                     marker: EndTransactionMarker) -> tuple[ErrorCode, int]:
+        """Append a transaction's COMMIT or ABORT marker: ``(error, journal seq to wait for)``.
+
+        A partition that no longer exists is UNKNOWN_TOPIC_OR_PARTITION (its topic was
+        deleted: nothing to mark). Read_committed long polls wake, their stable offset may
+        have moved.
+        """
+        partition = self.catalog.partition(topic, index)
+        if partition is None:
+            return E.UNKNOWN_TOPIC_OR_PARTITION, 0
+        if self.stopped:
+            return E.KAFKA_STORAGE_ERROR, 0
+        states = self._producer_states(partition)
+        error = states.check_marker(producer_id, producer_epoch, marker.coordinator_epoch)
+        if error is not E.NONE:
+            log.warning("marker of producer %d epoch %d refused by %s-%d: %s", producer_id, producer_epoch, topic,
+                        index, error.name)
+            return error, 0
+        now = self.clock_ms()
+        try:
+            base, _ = partition.append_batch(encode_marker_batch(producer_id, producer_epoch, marker, now))
+            states.on_marker(producer_id, producer_epoch, marker, base, now)
+        except OSError as exc:
+            self._failed(f"appending to {partition.directory}", exc)
+            return E.KAFKA_STORAGE_ERROR, 0
+        self.markers_written += 1
+        seq = self._journal.mark(partition)
+        self.commit.appended()
+        self._arrived.set()
+        self._arrived = trio.Event()
+        return E.NONE, seq
+
+    # ---------------------------------------------------------------- InitProducerId, DescribeProducers
+
     def init_producer_id(self, request: Request) -> dict[str, Any] | None:
+        """An idempotent producer's id (transactional ones go to the transaction coordinator)."""
         body = request.body
-        if body.transactional_id is not None:
-            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                    "producer_id": -1, "producer_epoch": -1}
         producer_id = body.get("producer_id", -1)
         epoch = body.get("producer_epoch", -1)
         if producer_id >= 0 and epoch >= 0 and epoch < 32767:
@@ -320,6 +436,28 @@ class DataService:
             self._failed(f"writing {self.producer_ids.path}", exc)
             return None
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
+
+    def describe_producers(self, request: Request) -> dict[str, Any]:
+        """DescribeProducers (KIP-664): each partition's producers and their open transactions."""
+        topics = []
+        for wanted in request.body.topics:
+            partitions = []
+            for index in wanted.partition_indexes:
+                states = self.producer_state(wanted.name, index)
+                entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
+                                         "active_producers": []}
+                if states is None:
+                    entry["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    entry["active_producers"] = [
+                        {"producer_id": p.producer_id, "producer_epoch": p.epoch, "last_sequence": p.last_sequence,
+                         "last_timestamp": p.last_timestamp, "coordinator_epoch": p.coordinator_epoch,
+                         "current_txn_start_offset": p.txn_first_offset}
+                        for p in sorted(states.state.producers.values(), key=lambda p: p.producer_id)
+                    ]
+                partitions.append(entry)
+            topics.append({"name": wanted.name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
 
     # ---------------------------------------------------------------- Fetch
 
@@ -368,6 +506,7 @@ class DataService:
         partition, an offset out of range) the client must act on.
         """
         budget = body.get("max_bytes", 0x7FFFFFFF)
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         total = 0
         settled = not any(topic.partitions for topic in body.topics)
         responses = []
@@ -386,17 +525,26 @@ class DataService:
                 else:
                     end = partition.next_offset
                     start = partition.log_start_offset
-                    entry.update(high_watermark=end, last_stable_offset=end, log_start_offset=start)
+                    states = self._producer_states(partition)
+                    stable = states.last_stable_offset(end)
+                    entry.update(high_watermark=end, last_stable_offset=stable, log_start_offset=start)
                     offset = part.fetch_offset
+                    readable = stable if read_committed else end
                     if offset < start or offset > end:
                         entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                         settled = True
-                    elif offset < end and (budget > 0 or total == 0):
+                    elif offset < readable and (budget > 0 or total == 0):
                         limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
-                        data = partition.read_raw(offset, max(limit, 1))
+                        data = partition.read_raw(offset, max(limit, 1), stable if read_committed else None)
                         entry["records"] = data
                         total += len(data)
                         budget -= len(data)
+                    if read_committed:
+                        # Kafka's collectAbortedTransactions: those with data in what may be read.
+                        entry["aborted_transactions"] = [
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                            for a in states.aborted_between(offset, stable)
+                        ] if entry["records"] else []  # Kafka: the list, empty when nothing was read
                 partitions.append(entry)
             responses.append({"topic": topic.topic, "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total, settled
@@ -491,6 +639,9 @@ class DataService:
     # ---------------------------------------------------------------- ListOffsets
 
     def list_offsets(self, request: Request) -> dict[str, Any]:
+        """Earliest, latest, by timestamp; read_committed (v2+) ends at the last stable offset (Kafka's
+        Partition.fetchOffsetForTimestamp: a timestamp's offset at or past it is not found)."""
+        read_committed = request.body.get("isolation_level", 0) == READ_COMMITTED
         topics = []
         for topic in request.body.topics:
             partitions = []
@@ -500,6 +651,14 @@ class DataService:
                          "offset": -1, "leader_epoch": 0}
                 if partition is None:
                     entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), leader_epoch=-1)
+                elif read_committed and part.timestamp != EARLIEST:
+                    stable = self._producer_states(partition).last_stable_offset(partition.next_offset)
+                    if part.timestamp == LATEST:
+                        entry["offset"] = stable
+                    else:
+                        timestamp, offset = self._offset_for(partition, part.timestamp)
+                        if 0 <= offset < stable:
+                            entry["timestamp"], entry["offset"] = timestamp, offset
                 else:
                     entry["timestamp"], entry["offset"] = self._offset_for(partition, part.timestamp)
                 partitions.append(entry)
@@ -544,7 +703,9 @@ def register(router: Any, service: DataService) -> None:
     router.register(ApiKey.PRODUCE, lambda request, peer: service.produce(request))
     router.register(ApiKey.FETCH, lambda request, peer: service.fetch(request))
     router.register(ApiKey.LIST_OFFSETS, lambda request, peer: service.list_offsets(request))
-    router.register(ApiKey.INIT_PRODUCER_ID, lambda request, peer: service.init_producer_id(request))
     router.register(ApiKey.DELETE_RECORDS, service.delete_records)
+    router.register(ApiKey.DESCRIBE_PRODUCERS, lambda request, peer: service.describe_producers(request))
+    # InitProducerId is the transaction service's (broker.txn_service): it hands idempotent
+    # producers (no transactional id) back to init_producer_id here.
 
 

@@ -35,6 +35,7 @@ from broker.slots import Slot
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response, encode_response_body, response_frame
 from protocol.errors import ErrorCode
+from protocol.records import EndTransactionMarker
 from storage.cleaner import CleanResult
 from storage.coordinator_log import CoordinatorLog
 from storage.fs import REAL_FS, FileSystem
@@ -239,18 +240,22 @@ class GroupService:
         """
         if self.stopped:
             return
-        if fx.records:
+        if fx.records or fx.transactional:
             now = self.clock()
             log_ = self.log
             try:
                 for group_id, records in fx.records.items():
                     log_.append(group_id, encode_records(records, self._group_records), now)
                     self.records_appended += len(records)
+                for (group_id, producer_id, epoch), records in fx.transactional.items():
+                    log_.append(group_id, encode_records(records, self._group_records), now,
+                                producer_id=producer_id, producer_epoch=epoch)
+                    self.records_appended += len(records)
             except OSError as exc:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
                 return
-            self.batches_appended += len(fx.records)
+            self.batches_appended += len(fx.records) + len(fx.transactional)
             self._records_since_snapshot += fx.record_count
             self.commit.appended()
         needed = self.log.written_seq
@@ -297,6 +302,27 @@ class GroupService:
                     bodies.clear()
                 bodies[key] = body
         return response_frame(api_key, version, slot.correlation_id, body)
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                     marker: EndTransactionMarker) -> int | None:
+        """Append a transaction's marker to ``__consumer_offsets-<partition>`` and replay it.
+
+        Returns the append's number (durable once ``commit.durable_seq`` reaches it), or
+        None when the broker has stopped on a storage failure.
+        """
+        if self.stopped:
+            return None
+        try:
+            seq = self.log.append_marker(partition, producer_id, producer_epoch, marker, self.clock())
+        except OSError as exc:
+            self.stopped = True
+            self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
+            return None
+        self.batches_appended += 1
+        self.coordinator.replay_marker(partition, self.log.partitions, producer_id, marker)
+        self.commit.appended()
+        self._records_since_snapshot += 1
+        return seq
 
     def _sync_failed(self, exc: OSError) -> None:
         self.stopped = True
@@ -396,6 +422,9 @@ class GroupService:
             counter("kcoord_offsets_expired_total", "Committed offsets removed by retention (KIP-211 expiry).",
                     self.offsets_expired),
             gauge("kcoord_offsets", "Committed offsets held (group, topic, partition).", coordinator.offsets.count()),
+            gauge("kcoord_offsets_pending_transactional",
+                  "Offsets committed inside transactions still open (invisible until their COMMIT marker).",
+                  coordinator.pending_offsets.count()),
             *self._log_metrics(),
         ]
 
@@ -494,6 +523,10 @@ class GroupService:
         start-up faster.
         """
         if self._snapshotting is not None or self.stopped:
+            return False
+        if self.coordinator.offset_manager.pending.any_open():
+            # An open transaction's offsets sit before the covered offsets and its marker
+            # would come after them: the snapshot would miss them. Try again later.
             return False
         done = self._snapshotting = trio.Event()
         try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import admin.cli
 import admin.topics_cli
+import admin.transactions_cli
 import broker.cli
 import pipeline.cli
 
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.cli.register(sub, http_extension=console)
     admin.topics_cli.register(sub)
     admin.cli.register(sub)
+    admin.transactions_cli.register(sub)
     pipeline.cli.register(sub)
     return parser
 

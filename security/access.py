@@ -702,11 +702,14 @@ def _add_partitions_to_txn(version: int, body: Body, gate: Gate) -> Decision:
     _, denied = _split_topics(gate, Op.WRITE, topics, lambda t: t.name)
     if not denied:
         return None
-    # Any refused partition fails the whole transaction: the others are not attempted.
+    # Any refused partition fails the whole transaction: unknown topics say so, the others
+    # were not attempted.
     refused = {t.name for t in denied}
     not_attempted = int(E.OPERATION_NOT_ATTEMPTED)
+    unknown = int(E.UNKNOWN_TOPIC_OR_PARTITION)
     return Refuse(reply(api, version, results_by_topic_v3_and_below=results(
-        lambda name: TOPIC_FAILED if name in refused else not_attempted)))
+        lambda name: TOPIC_FAILED if name in refused
+        else not_attempted if gate.topics.topic_exists(name) else unknown)))
 
 
 @_rule(Need(Op.WRITE, R.TRANSACTIONAL_ID), Need(Op.READ, R.GROUP))
@@ -750,6 +753,20 @@ def _list_transactions(version: int, body: Body, gate: Gate) -> Decision:
     return Narrow(body, lambda response: copy_with(response, transaction_states=[
         s for s in response["transaction_states"]
         if gate.allowed(Op.DESCRIBE, R.TRANSACTIONAL_ID, s["transactional_id"], quiet=True)]))
+
+
+@_rule(Need(Op.CLUSTER_ACTION, R.CLUSTER, "a transaction coordinator's markers"))
+def _write_txn_markers(version: int, body: Body, gate: Gate) -> Decision:
+    if gate.allowed(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER_NAME):
+        return None
+    api = ApiKey.WRITE_TXN_MARKERS
+    return Refuse(reply(api, version, markers=[
+        reply(api, version, "markers", producer_id=m.producer_id, topics=[
+            reply(api, version, "markers", "topics", name=t.name, partitions=[
+                reply(api, version, "markers", "topics", "partitions", partition_index=p, error_code=CLUSTER_FAILED)
+                for p in t.partition_indexes])
+            for t in m.topics])
+        for m in body.markers]))
 
 
 @_rule(Need(Op.READ, R.TOPIC))
@@ -826,6 +843,7 @@ RULES: dict[int, Rule] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
     ApiKey.END_TXN: _end_txn,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.CREATE_ACLS: _create_acls,

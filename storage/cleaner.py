@@ -14,7 +14,12 @@ What survives in the sealed segments (the active, last segment is never rewritte
   a sealed batch could not be read (a codec this code keeps opaque), because that batch
   might hold an older value the tombstone must keep hiding;
 - a record with a null key: dropped (a compacted log has no use for it);
-- control batches and batches with an opaque codec: copied verbatim.
+- control batches and batches with an opaque codec: copied verbatim;
+- records of an aborted transaction: dropped, and never a key's latest record. A
+  transaction's records count for their keys only once its COMMIT marker is read, as
+  a read_committed consumer (or the group coordinator's replay) sees them. Nothing at or
+  past the first offset of a transaction still open (the last stable offset) is
+  cleaned: the segments from there on are left as they are.
 
 Offsets never change. A filtered batch keeps its base offset, last offset delta, producer
 fields and timestamps, and its records keep their offset deltas, so the batch covers
@@ -69,10 +74,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.records import (
+    Record,
     RecordBatch,
     RecordBatchError,
     decode_batch,
     encode_batch,
+    marker_of,
     peek_batch_header,
 )
 from storage.fs import File, FileSystem
@@ -199,26 +206,62 @@ class _KeyMap:
     """Latest offset of every key, plus what the first pass learned about the sealed part."""
 
     latest: dict[bytes, int] = field(default_factory=dict)
-    sealed_records: int = 0
+    #: Records per sealed segment (by its base offset).
+    sealed_records: dict[int, int] = field(default_factory=dict)
     #: A sealed batch whose records this code cannot read (snappy, lz4, zstd).
     opaque: bool = False
+    #: producer id -> (first offset, marker offset) of its aborted transactions.
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    #: First offset of the oldest transaction without a marker yet, if any.
+    first_unstable: int | None = None
+
+    def note(self, key: bytes, offset: int) -> None:
+        if offset > self.latest.get(key, -1):
+            self.latest[key] = offset
+
+    def is_aborted(self, batch: RecordBatch) -> bool:
+        ranges = self.aborted.get(batch.producer_id)
+        return ranges is not None and any(first <= batch.base_offset <= last for first, last in ranges)
 
 
 def _build_key_map(sealed: list[SegmentView], active: SegmentView) -> _KeyMap:
     keys = _KeyMap()
+    #: producer id -> (first offset, (key, offset) of its records) of its open transaction.
+    open_txns: dict[int, tuple[int, list[tuple[bytes, int]]]] = {}
     for view in [*sealed, active]:
         is_sealed = view is not active
         for _, batch in _batches(view):
             if is_sealed:
-                keys.sealed_records += batch.records_count
+                base = view.segment.base_offset
+                keys.sealed_records[base] = keys.sealed_records.get(base, 0) + batch.records_count
             if batch.is_control:
+                try:
+                    marker = marker_of(batch)
+                except RecordBatchError:
+                    marker = None
+                txn = open_txns.pop(batch.producer_id, None) if marker is not None else None
+                if txn is not None and marker is not None:
+                    if marker.commit:
+                        for key, offset in txn[1]:
+                            keys.note(key, offset)
+                    else:
+                        keys.aborted.setdefault(batch.producer_id, []).append((txn[0], batch.base_offset))
                 continue
             if batch.records is None:
                 keys.opaque = keys.opaque or is_sealed
+                if batch.is_transactional:
+                    open_txns.setdefault(batch.producer_id, (batch.base_offset, []))
+                continue
+            if batch.is_transactional:
+                pending = open_txns.setdefault(batch.producer_id, (batch.base_offset, []))[1]
+                pending.extend((record.key, batch.base_offset + record.offset_delta)
+                               for record in batch.records if record.key is not None)
                 continue
             for record in batch.records:
                 if record.key is not None:
-                    keys.latest[record.key] = batch.base_offset + record.offset_delta
+                    keys.note(record.key, batch.base_offset + record.offset_delta)
+    if open_txns:
+        keys.first_unstable = min(first for first, _ in open_txns.values())
     return keys
 
 
@@ -232,7 +275,14 @@ def _filtered(
 
     A batch keeps its offsets, producer fields and timestamps whatever is removed from it.
     """
-    if batch.is_control or batch.records is None:
+    if batch.is_control or (batch.records is None and not batch.is_transactional):
+        return raw, batch.records_count, 0
+    if batch.is_transactional and keys.is_aborted(batch):
+        kept_none: list[Record] = []
+        if not is_last:
+            return None, 0, 0
+        return _rewritten(batch, kept_none), 0, 0
+    if batch.records is None:
         return raw, batch.records_count, 0
     kept = []
     dropped_tombstones = 0
@@ -251,8 +301,13 @@ def _filtered(
         return raw, len(kept), 0
     if not kept and not is_last:
         return None, 0, dropped_tombstones
+    return _rewritten(batch, kept), len(kept), dropped_tombstones
+
+
+def _rewritten(batch: RecordBatch, kept: list[Record]) -> bytes:
+    """The batch with only ``kept`` records: same offsets, producer fields and timestamps."""
     attributes = batch.attributes if kept else batch.attributes & ~_COMPRESSION_MASK
-    data = encode_batch(
+    return encode_batch(
         kept,
         base_offset=batch.base_offset,
         base_timestamp=batch.base_timestamp,
@@ -264,7 +319,6 @@ def _filtered(
         attributes=attributes,
         last_offset_delta=batch.last_offset_delta,
     )
-    return data, len(kept), dropped_tombstones
 
 
 class _SegmentWriter:
@@ -390,8 +444,15 @@ def clean_segments(
     caller commits with ``commit_swap`` or throws the files away with ``discard_swap``. If
     writing fails, the files written so far are removed before the error is raised.
     """
-    cleaned_up_to = active.segment.base_offset
     keys = _build_key_map(sealed, active)
+    cleaned_up_to = active.segment.base_offset
+    unstable = keys.first_unstable
+    if unstable is not None:
+        # Kafka cleans only below the first unstable offset: an open transaction may still abort.
+        stable = [view for view in sealed if view.segment.next_offset <= unstable]
+        if len(stable) < len(sealed):
+            cleaned_up_to = sealed[len(stable)].segment.base_offset
+        sealed = stable
     replacements: list[Replacement] = []
     records_after = bytes_after = tombstones = segments_after = 0
     try:
@@ -415,7 +476,7 @@ def clean_segments(
     result = CleanResult(
         segments_before=len(sealed),
         segments_after=segments_after,
-        records_before=keys.sealed_records,
+        records_before=sum(keys.sealed_records.get(view.segment.base_offset, 0) for view in sealed),
         records_after=records_after,
         bytes_before=sum(view.size for view in sealed),
         bytes_after=bytes_after,

@@ -1,5 +1,10 @@
 """The ``__consumer_offsets`` log: one ``PartitionLog`` per partition, with numbered appends.
 
+The transaction coordinator's ``__transaction_state`` is the same kind of log (``topic``).
+Offsets committed inside a transaction go in transactional batches carrying the producer
+id, and the transaction's COMMIT or ABORT marker follows as a control batch
+(``append_marker``); ``replay`` hands both to a ``TransactionalReplay`` when given one.
+
 Groups map to partitions the way Kafka maps them (Java ``String.hashCode``), so one
 partition stays the unit of ownership if the coordinator is ever split across nodes.
 ``append`` is cheap and never waits for the disk; ``sync`` (run in a worker thread)
@@ -16,24 +21,35 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from protocol.consumer_offsets import partition_for
-from protocol.records import RecordBatchError, iter_records, peek_batch_header
+from protocol.records import (
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    EndTransactionMarker,
+    RecordBatchError,
+    encode_marker_batch,
+    iter_records,
+    peek_batch_header,
+    read_marker,
+)
 from storage.cleaner import CleanResult
 from storage.fs import REAL_FS, FileSystem
 from storage.journal import Journal
 from storage.layout import (
     COORDINATOR_TOPIC,
-    coordinator_partition_dir,
     parse_partition_dir,
     partition_count_file,
+    partition_dir,
 )
 from storage.partition import CorruptLogError, PartitionLog
 from storage.walker import walk_bytes
 
 REPLAY_CHUNK = 8 << 20  # bytes of whole batches read per step at start-up
 
-__all__ = ["TOPIC", "CoordinatorLog", "PartitionCountError"]
+__all__ = ["TOPIC", "CoordinatorLog", "PartitionCountError", "TransactionalReplay"]
 
 log = logging.getLogger("kcoord.storage")
 
@@ -46,6 +62,19 @@ class PartitionCountError(Exception):
     Changing it would move groups to other partitions and hide their committed offsets,
     so (as in Kafka) the count is fixed once the log exists.
     """
+
+
+class TransactionalReplay(Protocol):
+    """Where ``CoordinatorLog.replay`` sends what transactions wrote (Kafka's replay with a producer id)."""
+
+    def record(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        """A record of a transactional batch: pending until its producer's marker."""
+
+    def marker(self, partition: int, producer_id: int, marker: EndTransactionMarker) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` in ``partition``."""
+
+
+_TXN_OR_CONTROL = TRANSACTIONAL_BIT | CONTROL_BIT
 
 
 class CoordinatorLog:
@@ -65,10 +94,12 @@ class CoordinatorLog:
         *,
         history_dir: Path | None = None,
         fs: FileSystem = REAL_FS,
+        topic: str = TOPIC,
     ) -> None:
         if partitions < 1:
             raise ValueError(f"partitions must be positive, got {partitions}")
         self.fs = fs
+        self.topic = topic
         self.data_dir = Path(data_dir)
         self.partitions = partitions
         self.segment_bytes = segment_bytes
@@ -90,7 +121,7 @@ class CoordinatorLog:
 
     def _open_partition(self, partition: int) -> PartitionLog:
         return PartitionLog.open(
-            coordinator_partition_dir(self.data_dir, partition), self.segment_bytes,
+            partition_dir(self.data_dir, self.topic, partition), self.segment_bytes,
             history_dir=self.history_dir, fs=self.fs,
         )
 
@@ -98,29 +129,30 @@ class CoordinatorLog:
         found = set()
         for name in self.fs.listdir(self.data_dir):
             parsed = parse_partition_dir(name)
-            if parsed is not None and parsed[0] == TOPIC and self.fs.is_dir(self.data_dir / name):
+            if parsed is not None and parsed[0] == self.topic and self.fs.is_dir(self.data_dir / name):
                 found.add(parsed[1])
         return found
 
     def _check_partition_count(self) -> None:
         """Refuse a changed count; record the count on first use (atomically, durably)."""
-        meta = partition_count_file(self.data_dir)
+        meta = partition_count_file(self.data_dir, self.topic)
         if self.fs.exists(meta):
             try:
                 stored = json.loads(self.fs.read_bytes(meta))["partitions"]
             except (ValueError, KeyError, TypeError) as exc:
                 raise CorruptLogError(f"{meta}: unreadable metadata: {exc}") from exc
             if stored != self.partitions:
+                setting = "offsets.topic.num.partitions" if self.topic == TOPIC else "transaction.state.log.num.partitions"
                 raise PartitionCountError(
-                    f"{self.data_dir} holds {TOPIC} with {stored} partitions but "
+                    f"{self.data_dir} holds {self.topic} with {stored} partitions but "
                     f"{self.partitions} are configured; the partition count cannot change "
-                    f"once the log exists (set offsets.topic.num.partitions={stored})"
+                    f"once the log exists (set {setting}={stored})"
                 )
             return
         stray = sorted(p for p in self._existing_partitions() if p >= self.partitions)
         if stray:
             raise PartitionCountError(
-                f"{self.data_dir} has {TOPIC} partition directories {stray} but only "
+                f"{self.data_dir} has {self.topic} partition directories {stray} but only "
                 f"{self.partitions} partitions are configured and {meta.name} is missing"
             )
         self.fs.write_atomically(meta, json.dumps({"partitions": self.partitions}).encode())
@@ -145,23 +177,40 @@ class CoordinatorLog:
         return self._logs.get(partition)
 
     def append(
-        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int
+        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, *,
+        producer_id: int = -1, producer_epoch: int = -1,
     ) -> int:
         """Write ``records`` as one batch to the group's partition; returns its seq.
 
-        Not durable until a ``sync`` returns a seq at least this large. An ``OSError`` means
-        the write failed (the partition's file is cut back to before it).
+        With a ``producer_id`` the batch is transactional: its records count only once the
+        producer's COMMIT marker follows. Not durable until a ``sync`` returns a seq at
+        least this large. An ``OSError`` means the write failed (the partition's file is
+        cut back to before it).
         """
         partition = partition_for(group_id, self.partitions)
         with self._lock:
-            if self._closed:
-                raise ValueError(f"{self.data_dir}: {TOPIC} log is closed")
-            plog = self._logs.get(partition)
-            if plog is None:
-                plog = self._open_partition(partition)
-                self._logs[partition] = plog
-            plog.append(records, timestamp_ms)
+            plog = self._writable(partition)
+            plog.append(records, timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                        transactional=producer_id >= 0)
             return self._journal.mark(plog)
+
+    def append_marker(self, partition: int, producer_id: int, producer_epoch: int, marker: EndTransactionMarker,
+                      timestamp_ms: int) -> int:
+        """Write a transaction's COMMIT or ABORT marker to one partition; returns its seq."""
+        with self._lock:
+            plog = self._writable(partition)
+            plog.append_batch(encode_marker_batch(producer_id, producer_epoch, marker, timestamp_ms))
+            return self._journal.mark(plog)
+
+    def _writable(self, partition: int) -> PartitionLog:
+        """The partition's log, opened on first use. Holds _lock."""
+        if self._closed:
+            raise ValueError(f"{self.data_dir}: {self.topic} log is closed")
+        plog = self._logs.get(partition)
+        if plog is None:
+            plog = self._open_partition(partition)
+            self._logs[partition] = plog
+        return plog
 
     def sync(self) -> int:
         """fsync every partition written since the last sync; returns the durable seq."""
@@ -187,7 +236,7 @@ class CoordinatorLog:
         """
         with self._lock:
             if self._closed:
-                raise ValueError(f"{self.data_dir}: {TOPIC} log is closed")
+                raise ValueError(f"{self.data_dir}: {self.topic} log is closed")
             logs = sorted(self._logs.items())
         results: dict[int, CleanResult] = {}
         failure: BaseException | None = None
@@ -228,7 +277,8 @@ class CoordinatorLog:
             return None  # offset - 1 fell in a gap the cleaner left
         return header.base_offset, header.crc
 
-    def replay(self, start: Sequence[int] | None = None) -> Iterator[tuple[bytes, bytes | None, int]]:
+    def replay(self, start: Sequence[int] | None = None, transactions: TransactionalReplay | None = None
+               ) -> Iterator[tuple[bytes, bytes | None, int]]:
         """Yield ``(key, value, timestamp)`` for every record, partition by partition.
 
         Within a partition records come in offset order, which is all replay needs: a
@@ -236,6 +286,9 @@ class CoordinatorLog:
         checked every batch's framing and CRC when the log was opened; ``iter_records``
         checks each CRC again as it decodes. With ``start`` (an offset per partition, at
         or above its log start), only the records from there on: the tail after a snapshot.
+        Records of transactional batches and transaction markers go to ``transactions``
+        instead, in the same order; without one, markers are skipped and transactional
+        records are yielded like the others.
         """
         for partition in sorted(self._logs):
             plog = self._logs[partition]
@@ -250,6 +303,12 @@ class CoordinatorLog:
                     raw = memoryview(chunk)[pos : pos + header.size]
                     try:
                         records = iter_records(raw)
+                        if header.attributes & _TXN_OR_CONTROL:
+                            self._replay_transactional(partition, plog, header, records, transactions)
+                            if transactions is not None or header.is_control:
+                                offset = header.base_offset + header.last_offset_delta + 1
+                                continue
+                            records = iter_records(raw)
                         for record_offset, timestamp, key, value in records:
                             if record_offset < first:
                                 continue  # a batch that began before the start
@@ -263,6 +322,24 @@ class CoordinatorLog:
                             f"{plog.directory}: batch at offset {header.base_offset} cannot be replayed: {exc}"
                         ) from None
                     offset = header.base_offset + header.last_offset_delta + 1
+
+    @staticmethod
+    def _replay_transactional(partition: int, plog: PartitionLog, header: BatchHeader, records: Iterator[
+            tuple[int, int, bytes | None, bytes | None]], transactions: TransactionalReplay | None) -> None:
+        """A transactional batch's records, or a marker, to ``transactions``."""
+        if transactions is None:
+            return
+        producer_id = header.producer_id
+        if header.is_control:
+            for _, _, key, value in records:
+                marker = read_marker(key, value)
+                if marker is not None:
+                    transactions.marker(partition, producer_id, marker)
+            return
+        for record_offset, _, key, value in records:
+            if key is None:
+                raise CorruptLogError(f"{plog.directory}: record at offset {record_offset} has no key")
+            transactions.record(key, value, producer_id)
 
     def close(self) -> None:
         """Close every partition log (without fsync: ``sync`` first to keep writes)."""

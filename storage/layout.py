@@ -10,6 +10,10 @@ Everything kcoord keeps on disk lives under one data directory (docs/storage.md 
 - ``__consumer_offsets-<p>/`` and ``<topic>-<p>/``: partition directories of segment files
   ``{base_offset:020d}.log`` (plus a clean's ``.log.cleaned`` / ``.log.swap`` for a moment);
 - ``<topic>-<p>/log-start-offset``: a log start offset DeleteRecords moved inside a segment;
+- ``<topic>-<p>/aborted.txnindex`` and ``producer-state.checkpoint``: the partition's aborted
+  transactions and its producers as of an offset (``storage.producer_state``);
+- ``__transaction_state.meta.json`` and ``__transaction_state-<p>/``: the transaction
+  coordinator's log, laid out like the coordinator log;
 - ``history/__consumer_offsets-<p>/``: segments the cleaner replaced, kept for the pipeline;
 - ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block;
 - ``__kcoord_security-0/``: SCRAM credentials and ACLs, a compacted log of segment files;
@@ -25,6 +29,7 @@ import re
 from pathlib import Path
 
 __all__ = [
+    "ABORTED_INDEX_FILE",
     "CLEANED_SUFFIX",
     "COORDINATOR_SNAPSHOT_FILE",
     "COORDINATOR_TOPIC",
@@ -35,11 +40,14 @@ __all__ = [
     "LOG_START_FILE",
     "PARTITION_COUNT_FILE",
     "PRODUCER_IDS_FILE",
+    "PRODUCER_STATE_FILE",
     "SECURITY_TOPIC",
     "SEGMENT_SUFFIX",
     "SWAP_SUFFIX",
     "TEMP_SUFFIX",
     "TOPICS_FILE",
+    "TRANSACTION_TOPIC",
+    "aborted_index_file",
     "coordinator_partition_dir",
     "coordinator_snapshot_file",
     "format_file",
@@ -55,6 +63,7 @@ __all__ = [
     "partition_count_file",
     "partition_dir",
     "producer_ids_file",
+    "producer_state_file",
     "security_partition_dir",
     "segment_name",
     "temp_file",
@@ -68,6 +77,12 @@ LOG_START_FILE = "log-start-offset"
 COORDINATOR_TOPIC = "__consumer_offsets"
 PARTITION_COUNT_FILE = f"{COORDINATOR_TOPIC}.meta.json"
 COORDINATOR_SNAPSHOT_FILE = f"{COORDINATOR_TOPIC}.snapshot"
+#: The transaction coordinator's log (Kafka's TransactionLog), partitioned like the coordinator log.
+TRANSACTION_TOPIC = "__transaction_state"
+#: In a partition directory: Kafka's AbortedTxn entries, appended as ABORT markers are.
+ABORTED_INDEX_FILE = "aborted.txnindex"
+#: In a partition directory: the producers (epochs, sequences, open transactions) as of an offset.
+PRODUCER_STATE_FILE = "producer-state.checkpoint"
 HISTORY_DIR = "history"
 TOPICS_FILE = "topics.json"
 PRODUCER_IDS_FILE = "producer_ids.json"
@@ -98,8 +113,9 @@ def format_file(data_dir: Path) -> Path:
     return Path(data_dir) / FORMAT_FILE
 
 
-def partition_count_file(data_dir: Path) -> Path:
-    return Path(data_dir) / PARTITION_COUNT_FILE
+def partition_count_file(data_dir: Path, topic: str = COORDINATOR_TOPIC) -> Path:
+    """Where a coordinator log (``__consumer_offsets``, ``__transaction_state``) records its partition count."""
+    return Path(data_dir) / f"{topic}.meta.json"
 
 
 def coordinator_snapshot_file(data_dir: Path) -> Path:
@@ -125,6 +141,16 @@ def temp_file(path: Path) -> Path:
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
     """``<data-dir>/<topic>-<partition>``, for topics and the coordinator log alike."""
     return Path(data_dir) / f"{topic}-{partition}"
+
+
+def aborted_index_file(partition_directory: Path) -> Path:
+    """A partition's aborted transactions (``storage.producer_state``)."""
+    return Path(partition_directory) / ABORTED_INDEX_FILE
+
+
+def producer_state_file(partition_directory: Path) -> Path:
+    """A partition's producer state checkpoint (``storage.producer_state``)."""
+    return Path(partition_directory) / PRODUCER_STATE_FILE
 
 
 def log_start_file(partition_directory: Path) -> Path:

@@ -25,9 +25,12 @@ from pathlib import Path
 
 from protocol.records import (
     MAGIC,
+    TRANSACTIONAL_BIT,
     RecordBatch,
     RecordBatchError,
+    build_records,
     decode_batch,
+    encode_batch,
     encode_key_value_batch,
     peek_batch_header,
     rewrite_base_offset,
@@ -268,17 +271,24 @@ class PartitionLog:
     # --- writing ----------------------------------------------------------------------
 
     def append(
-        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int
+        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
+        producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False,
     ) -> tuple[int, int]:
         """Append all ``records`` as ONE batch (a crash keeps all or none of them).
 
-        Not fsynced; returns ``(base_offset, next_offset)``.
+        A transactional batch carries its producer id and epoch (the coordinator's offset
+        commits inside a transaction). Not fsynced; returns ``(base_offset, next_offset)``.
         """
         if not records:
             raise ValueError("cannot append an empty batch")
         with self._lock:
             base = self._active_for_write().next_offset
-            data = encode_key_value_batch(records, base_offset=base, base_timestamp=timestamp_ms)
+            if producer_id == -1 and not transactional:
+                data = encode_key_value_batch(records, base_offset=base, base_timestamp=timestamp_ms)
+            else:
+                data = encode_batch(build_records(records), base_offset=base, base_timestamp=timestamp_ms,
+                                    producer_id=producer_id, producer_epoch=producer_epoch,
+                                    attributes=TRANSACTIONAL_BIT if transactional else 0)
             return self._write(data, base, base + len(records))
 
     def append_batch(self, batch: bytes) -> tuple[int, int]:
@@ -590,12 +600,14 @@ class PartitionLog:
                     yield batch.base_offset, batch
                 index = stop
 
-    def read_raw(self, start_offset: int, max_bytes: int) -> bytes:
+    def read_raw(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
         """Whole raw batches from the one holding ``start_offset``, up to ``max_bytes``.
 
         Kafka fetch semantics: at least one batch even if it alone exceeds ``max_bytes``,
         and never past the end of one segment (the client simply fetches again). Returns
-        b"" at the log end; raises ``OffsetOutOfRangeError`` outside the log.
+        b"" at the log end; raises ``OffsetOutOfRangeError`` outside the log. With
+        ``max_offset`` (a read_committed Fetch's last stable offset, a batch boundary) no
+        batch starting at or above it is returned.
         """
         with self._lock:
             if not self.log_start_offset <= start_offset <= self.next_offset:
@@ -603,6 +615,10 @@ class PartitionLog:
                     f"offset {start_offset} outside [{self.log_start_offset}, {self.next_offset}]"
                 )
         for segment, index, count in self._snapshot(start_offset):
+            if max_offset is not None:
+                count = min(count, bisect.bisect_left(segment.offsets, max_offset, index))
+                if count <= index:
+                    return b""
             begin = segment.positions[index]
             stop = index + 1
             while stop < count and segment.batch_end(stop) - begin <= max_bytes:

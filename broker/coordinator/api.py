@@ -50,6 +50,8 @@ from broker.coordinator.requests import (
     Result,
     SyncGroupRequest,
     SyncGroupResult,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResult,
 )
 from broker.coordinator.shard import GroupCoordinatorShard
 from protocol.api_keys import ApiKey
@@ -228,6 +230,35 @@ def _partition_errors(topics: PartitionErrors) -> list[dict[str, Any]]:
 
 def encode_offset_commit(version: int, r: Result) -> dict[str, Any]:
     assert isinstance(r, OffsetCommitResult)
+    return {"throttle_time_ms": 0, "topics": _partition_errors(r.topics)}
+
+
+# ---------------------------------------------------------------------- TxnOffsetCommit
+
+
+def decode_txn_offset_commit(version: int, body: Body, client: ClientInfo) -> TxnOffsetCommitRequest:
+    kip447 = version >= 3
+    return TxnOffsetCommitRequest(
+        transactional_id=body.transactional_id,
+        group_id=body.group_id,
+        producer_id=body.producer_id,
+        producer_epoch=body.producer_epoch,
+        generation_id=body.generation_id if kip447 else -1,
+        member_id=body.member_id if kip447 else "",
+        group_instance_id=body.get("group_instance_id") if kip447 else None,
+        topics=tuple(
+            CommitTopic(topic.name, tuple(
+                CommitPartition(p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata or "")
+                for p in topic.partitions
+            ))
+            for topic in body.topics
+        ),
+    )
+
+
+def encode_txn_offset_commit(version: int, r: Result) -> dict[str, Any]:
+    assert isinstance(r, TxnOffsetCommitResult)
     return {"throttle_time_ms": 0, "topics": _partition_errors(r.topics)}
 
 
@@ -458,6 +489,10 @@ def error_result(request: TypedRequest, error: ErrorCode) -> Result:
         return OffsetCommitResult(tuple(
             (t.name, tuple((p.partition, error) for p in t.partitions)) for t in request.topics
         ))
+    if isinstance(request, TxnOffsetCommitRequest):
+        return TxnOffsetCommitResult(tuple(
+            (t.name, tuple((p.partition, error) for p in t.partitions)) for t in request.topics
+        ))
     if isinstance(request, JoinGroupRequest):
         return JoinGroupResult(error, request.member_id)
     if isinstance(request, SyncGroupRequest):
@@ -490,6 +525,8 @@ def error_result(request: TypedRequest, error: ErrorCode) -> Result:
 BINDINGS: dict[int, Binding] = {
     ApiKey.OFFSET_COMMIT: Binding("OffsetCommit", decode_offset_commit, GroupCoordinatorShard.offset_commit, encode_offset_commit),
     ApiKey.OFFSET_FETCH: Binding("OffsetFetch", decode_offset_fetch, GroupCoordinatorShard.offset_fetch, encode_offset_fetch),
+    ApiKey.TXN_OFFSET_COMMIT: Binding("TxnOffsetCommit", decode_txn_offset_commit, GroupCoordinatorShard.txn_offset_commit,
+                                      encode_txn_offset_commit),
     ApiKey.JOIN_GROUP: Binding("JoinGroup", decode_join_group, GroupCoordinatorShard.join_group, encode_join_group),
     ApiKey.HEARTBEAT: Binding("Heartbeat", decode_heartbeat, GroupCoordinatorShard.heartbeat, encode_heartbeat),
     ApiKey.LEAVE_GROUP: Binding("LeaveGroup", decode_leave_group, GroupCoordinatorShard.leave_group, encode_leave_group),
@@ -506,6 +543,11 @@ BINDINGS: dict[int, Binding] = {
         "ConsumerGroupDescribe", decode_consumer_group_describe, GroupCoordinatorShard.consumer_group_describe,
         encode_consumer_group_describe),
 }
+
+#: APIs bound here but registered by another service: TxnOffsetCommit goes through the
+#: transaction coordinator first (the producer's epoch, its open transaction), which then
+#: hands it to the group service.
+CHECKED_ELSEWHERE = frozenset({ApiKey.TXN_OFFSET_COMMIT})
 
 #: The APIs of the KIP-848 consumer protocol, offered when group.coordinator.rebalance.protocols names it.
 CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})

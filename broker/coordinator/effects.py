@@ -25,6 +25,10 @@ class Effects:
     replay_offsets: Callable[[list[OffsetCommitRecord]], None] | None = None
     records: dict[str, list[CoordinatorRecord]] = field(default_factory=dict)
     replies: list[tuple[int, Result]] = field(default_factory=list)
+    #: How a record of a transactional batch replays (pending until its marker).
+    replay_transactional: Callable[[CoordinatorRecord, int], None] | None = None
+    #: Records of transactional batches: one batch per (group, producer id, producer epoch).
+    transactional: dict[tuple[str, int, int], list[CoordinatorRecord]] = field(default_factory=dict)
 
     def write(self, group_id: str, record: CoordinatorRecord) -> None:
         if self.replay is None:
@@ -51,6 +55,14 @@ class Effects:
             for record in records:
                 self.replay(record)
 
+    def write_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
+                            record: CoordinatorRecord) -> None:
+        """A record of the producer's transaction (TxnOffsetCommit): written in a transactional batch."""
+        if self.replay_transactional is None:
+            raise RuntimeError("these effects were not opened by the coordinator and cannot take records")
+        self.transactional.setdefault((group_id, producer_id, producer_epoch), []).append(record)
+        self.replay_transactional(record, producer_id)
+
     def reply(self, ticket: int | None, result: Result) -> None:
         if ticket is not None:
             self.replies.append((ticket, result))
@@ -59,6 +71,8 @@ class Effects:
         """Take over another call's records (already replayed) and replies."""
         for group_id, records in other.records.items():
             self.records.setdefault(group_id, []).extend(records)
+        for batch, records in other.transactional.items():
+            self.transactional.setdefault(batch, []).extend(records)
         self.replies.extend(other.replies)
 
     def reply_for(self, ticket: int) -> Result | None:
@@ -69,4 +83,5 @@ class Effects:
 
     @property
     def record_count(self) -> int:
-        return sum(len(records) for records in self.records.values())
+        return sum(len(records) for records in self.records.values()) + sum(
+            len(records) for records in self.transactional.values())

@@ -4,6 +4,11 @@ Handlers here validate and emit OffsetCommit records; they never touch the store
 is the one path that changes it, for records written live and for records read at load.
 Which group may commit, fetch or delete is the group's own question (``Group``); this
 module asks it and applies the answer to each partition.
+
+Offsets committed inside a transaction (TxnOffsetCommit) wait in ``pending``
+(``txn_offsets``) until the producer's marker settles them (``replay_marker``). While
+they wait, OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for their
+partitions, expiry leaves those partitions alone, and deletions drop them too.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from broker.coordinator.requests import (
     OffsetDeleteResult,
     OffsetFetchRequest,
     OffsetFetchResult,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResult,
 )
+from broker.coordinator.txn_offsets import PendingTransactionalOffsets
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.coordinator")
@@ -49,6 +57,7 @@ class OffsetMetadataManager:
     def __init__(self, config: CoordinatorConfig, topics: TopicsView | None = None) -> None:
         self.config = config
         self.store = OffsetStore()
+        self.pending = PendingTransactionalOffsets()
         self.topics = topics
         # Counters since start-up (replay does not count), read by the metrics collector.
         self.offsets_committed = 0
@@ -64,12 +73,38 @@ class OffsetMetadataManager:
     def replay(self, record: OffsetCommitRecord) -> None:
         if record.value is None:
             self.store.delete(record.group_id, record.topic, record.partition)
+            self.pending.tombstoned((record.group_id, record.topic, record.partition))
         else:
             self.store.put(record.group_id, record.topic, record.partition, record.value)
+            self.pending.committed(record.group_id, record.topic, record.partition)
+
+    def replay_transactional(self, record: OffsetCommitRecord, producer_id: int) -> None:
+        """An offset record of a transactional batch: pending until the producer's marker."""
+        if record.value is None:
+            self.replay(record)  # Kafka applies a tombstone whatever batch it is in
+        else:
+            self.pending.put(producer_id, (record.group_id, record.topic, record.partition), record.value)
+
+    def replay_marker(self, producer_id: int, commit: bool, in_partition: Callable[[str], bool]) -> int:
+        """The producer's COMMIT or ABORT reached a partition; returns how many offsets became visible."""
+        store = self.store
+        visible = self.pending.complete(producer_id, commit, in_partition, lambda key: store.get(*key))
+        for (group, topic, partition), value in visible:
+            store.put(group, topic, partition, value)
+        return len(visible)
 
     def replay_all(self, records: list[OffsetCommitRecord]) -> None:
-        """``replay`` of each record in turn (``OffsetStore.put_records``)."""
+        """``replay`` of each record in turn (``OffsetStore.put_records``); like ``replay``, a
+        plain value is newer than any pending transactional offset of its partition and a
+        tombstone drops them."""
         self.store.put_records(records)
+        pending = self.pending
+        for record in records:
+            if pending.has_open_transactions(record.group_id):
+                if record.value is None:
+                    pending.tombstoned((record.group_id, record.topic, record.partition))
+                else:
+                    pending.committed(record.group_id, record.topic, record.partition)
 
     def _tombstone(self, group_id: str, topic: str, partition: int, fx: Effects) -> None:
         fx.write(group_id, OffsetCommitRecord(group_id, topic, partition, None))
@@ -121,21 +156,55 @@ class OffsetMetadataManager:
             self.offsets_committed += len(records)
         return OffsetCommitResult(tuple(topics))
 
+    # ------------------------------------------------------------------ TxnOffsetCommit
+
+    def commit_transactional(self, request: TxnOffsetCommitRequest, group_error: ErrorCode | None, now: int,
+                             fx: Effects) -> TxnOffsetCommitResult:
+        """Kafka's commitTransactionalOffset: the offsets go in one transactional batch, pending."""
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                if not self._partition_known(topic.name, p.partition):
+                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif group_error is not None:
+                    code = group_error
+                elif not 0 <= p.partition < MAX_PARTITION:
+                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif _utf16_length(p.metadata) > self.config.offset_metadata_max_bytes:
+                    code = E.OFFSET_METADATA_TOO_LARGE
+                else:
+                    value = OffsetValue(offset=p.offset, leader_epoch=p.leader_epoch, metadata=p.metadata,
+                                        commit_timestamp=now, expire_timestamp=-1)
+                    fx.write_transactional(request.group_id, request.producer_id, request.producer_epoch,
+                                           OffsetCommitRecord(request.group_id, topic.name, p.partition, value))
+                    self.offsets_committed += 1
+                    code = E.NONE
+                partitions.append((p.partition, code))
+            topics.append((topic.name, tuple(partitions)))
+        return TxnOffsetCommitResult(tuple(topics))
+
     # ------------------------------------------------------------------ OffsetFetch
 
     def fetch(self, request: OffsetFetchRequest) -> OffsetFetchResult:
-        return OffsetFetchResult(tuple(self.fetch_group(g) for g in request.groups))
+        return OffsetFetchResult(tuple(self.fetch_group(g, request.require_stable) for g in request.groups))
 
-    def fetch_group(self, group: FetchGroup) -> FetchedGroup:
+    def fetch_group(self, group: FetchGroup, require_stable: bool = False) -> FetchedGroup:
+        """Committed offsets; with ``require_stable``, UNSTABLE_OFFSET_COMMIT where a transaction has one pending."""
         group_id = group.group_id
         store = self.store
+        unstable = self.pending.has_pending if require_stable and self.pending.has_open_transactions(group_id) \
+            else None
         if group.topics is None:
             by_topic: dict[str, list[FetchedPartition]] = {}
             for (topic, partition), value in store.items_of(group_id):
-                by_topic.setdefault(topic, []).append(_fetched(partition, value))
+                by_topic.setdefault(topic, []).append(
+                    _UNSTABLE(partition) if unstable and unstable(group_id, topic, partition)
+                    else _fetched(partition, value))
             return FetchedGroup(group_id, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
         return FetchedGroup(group_id, tuple(
-            (name, tuple(_fetched(i, store.get(group_id, name, i)) for i in partitions))
+            (name, tuple(_UNSTABLE(i) if unstable and unstable(group_id, name, i)
+                         else _fetched(i, store.get(group_id, name, i)) for i in partitions))
             for name, partitions in group.topics
         ))
 
@@ -154,7 +223,9 @@ class OffsetMetadataManager:
                 elif subscribed(name):
                     code = E.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
-                    if self.store.get(group_id, name, index) is not None:
+                    # Kafka writes the tombstone for a pending transactional offset too.
+                    if self.store.get(group_id, name, index) is not None \
+                            or self.pending.has_pending(group_id, name, index):
                         self._tombstone(group_id, name, index, fx)
                     code = E.NONE
                 out.append((index, code))
@@ -162,9 +233,15 @@ class OffsetMetadataManager:
         return OffsetDeleteResult(E.NONE, tuple(topics))
 
     def delete_all(self, group_id: str, fx: Effects) -> None:
-        """Tombstone every offset of a group (DeleteGroups)."""
+        """Tombstone every offset of a group (DeleteGroups), pending transactional ones included."""
+        done = set()
         for topic, partition in self.store.partitions_of(group_id):
             self._tombstone(group_id, topic, partition, fx)
+            done.add((topic, partition))
+        for _, (_, topic, partition), _ in list(self.pending.pending_of(group_id)):
+            if (topic, partition) not in done:
+                self._tombstone(group_id, topic, partition, fx)
+                done.add((topic, partition))
 
     # ------------------------------------------------------------------ topic changes
 
@@ -173,6 +250,10 @@ class OffsetMetadataManager:
         for group_id in self.store.group_ids():
             for t, partition in self.store.partitions_of(group_id):
                 if t == topic:
+                    self._tombstone(group_id, t, partition, fx)
+        for group_id in self.pending.group_ids():
+            for _, (_, t, partition), _ in list(self.pending.pending_of(group_id)):
+                if t == topic and self.pending.has_pending(group_id, t, partition):
                     self._tombstone(group_id, t, partition, fx)
 
     def commit_start_offsets(self, group_id: str, topic: str, starts: Mapping[int, int], now: int,
@@ -202,9 +283,12 @@ class OffsetMetadataManager:
         """
         retention = self.config.offsets_retention_ms
         expired = 0
+        pending = self.pending.has_pending if self.pending.has_open_transactions(group_id) else None
         for (topic, partition), value in list(self.store.items_of(group_id)):
             if not considered(topic):
                 continue
+            if pending is not None and pending(group_id, topic, partition):
+                continue  # a transaction may still commit an offset here
             if value.expire_timestamp >= 0:
                 gone = now >= value.expire_timestamp
             else:
@@ -214,6 +298,10 @@ class OffsetMetadataManager:
                 expired += 1
         self.offsets_expired += expired
         return expired
+
+
+def _UNSTABLE(partition: int) -> FetchedPartition:
+    return FetchedPartition(partition, error=E.UNSTABLE_OFFSET_COMMIT)
 
 
 def _fetched(partition: int, value: OffsetValue | None) -> FetchedPartition:

@@ -156,6 +156,28 @@ class OffsetCommitRequest:
     topics: tuple[CommitTopic, ...]
     #: OffsetCommit v9+: the KIP-848 form, where an unknown group is GROUP_ID_NOT_FOUND.
     consumer_protocol_version: bool = False
+    #: A TxnOffsetCommit being validated: the group's state is not enforced, and a commit
+    #: without member id and generation is accepted (older TxnOffsetCommit versions send none).
+    transactional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside a producer's transaction, with KIP-447's member checks (v3+)."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: tuple[CommitTopic, ...]
+
+    def as_offset_commit(self) -> OffsetCommitRequest:
+        """The same commit as the group's validation sees it."""
+        return OffsetCommitRequest(self.group_id, self.generation_id, self.member_id, self.group_instance_id, -1,
+                                   self.topics, transactional=True)
 
 
 PartitionErrors = tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]  # topic -> (partition, error)
@@ -163,6 +185,11 @@ PartitionErrors = tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]  # t
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitResult:
+    topics: PartitionErrors
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitResult:
     topics: PartitionErrors
 
 
@@ -369,6 +396,6 @@ class ConsumerGroupDescribeResult:
 
 Result = (
     JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
-    | OffsetFetchResult | OffsetDeleteResult | DescribeGroupsResult | ListGroupsResult | DeleteGroupsResult
+    | TxnOffsetCommitResult    | OffsetFetchResult | OffsetDeleteResult | DescribeGroupsResult | ListGroupsResult | DeleteGroupsResult
     | ConsumerGroupHeartbeatResult | ConsumerGroupDescribeResult
 )

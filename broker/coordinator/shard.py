@@ -42,10 +42,14 @@ from broker.coordinator.requests import (
     OffsetFetchRequest,
     OffsetFetchResult,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from broker.coordinator.reset_policies import NEW_PARTITIONS, LogBounds, ResetPolicies
 from broker.coordinator.timers import Timers
+from broker.coordinator.txn_offsets import PendingTransactionalOffsets
+from protocol.consumer_offsets import partition_for
 from protocol.errors import ErrorCode
+from protocol.records import EndTransactionMarker
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -66,8 +70,12 @@ class GroupCoordinatorShard:
         self.timers = Timers()
         self._image = topics
         self.offset_manager = OffsetMetadataManager(self.config, topics)
-        self.group_manager = GroupMetadataManager(self.config, self.timers, new_id, self.offsets.has_group,
-                                                  lambda: self._image)
+        pending = self.offset_manager.pending
+        self.group_manager = GroupMetadataManager(
+            self.config, self.timers, new_id,
+            # A group stays while it has offsets, committed or pending in a transaction (Kafka).
+            lambda group: self.offsets.has_group(group) or pending.has_open_transactions(group),
+            lambda: self._image)
         self.classic = self.group_manager.classic
         self.consumer = self.group_manager.consumer
         #: Every group's own configs (GROUP config resources), replayed from their log by the shell.
@@ -86,6 +94,11 @@ class GroupCoordinatorShard:
     @property
     def offsets(self) -> OffsetStore:
         return self.offset_manager.store
+
+    @property
+    def pending_offsets(self) -> PendingTransactionalOffsets:
+        """Offsets committed inside transactions that are still open."""
+        return self.offset_manager.pending
 
     @property
     def topics(self) -> MetadataImage | None:
@@ -120,7 +133,7 @@ class GroupCoordinatorShard:
 
     def effects(self) -> Effects:
         """Effects whose records replay into this shard as they are written."""
-        return Effects(self.replay, self.offset_manager.replay_all)
+        return Effects(self.replay, self.offset_manager.replay_all, replay_transactional=self.replay_transactional)
 
     # ------------------------------------------------------------------ replay and load
 
@@ -139,10 +152,33 @@ class GroupCoordinatorShard:
             return
         self.replay(record)
 
+    def replay_transactional(self, record: CoordinatorRecord, producer_id: int) -> None:
+        """Apply one record of a transactional batch: an offset pending until its marker."""
+        if isinstance(record, OffsetCommitRecord):
+            self.offset_manager.replay_transactional(record, producer_id)
+        else:
+            log.warning("skipping a %s in a transactional batch of producer %d", type(record).__name__, producer_id)
+
+    def replay_transactional_bytes(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        record = decode(key, value)
+        if record is not None:
+            self.replay_transactional(record, producer_id)
+
+    def replay_marker(self, partition: int, partitions: int, producer_id: int, marker: EndTransactionMarker) -> int:
+        """A transaction marker in ``__consumer_offsets-<partition>`` (of ``partitions``).
+
+        It settles the producer's pending offsets of the groups in that partition: visible
+        on COMMIT (if newer in the log than the committed offset), dropped on ABORT.
+        Returns how many offsets became visible.
+        """
+        return self.offset_manager.replay_marker(
+            producer_id, marker.commit, lambda group: partition_for(group, partitions) == partition)
+
     def finish_load(self, now: int) -> Effects:
         """After replay: offset-only groups exist, sessions restart, oversized groups rebalance."""
         fx = self.effects()
-        self.group_manager.on_loaded(self.offsets.group_ids(), now, fx)
+        groups = list(dict.fromkeys(self.offsets.group_ids() + self.offset_manager.pending.group_ids()))
+        self.group_manager.on_loaded(groups, now, fx)
         return fx
 
     # ------------------------------------------------------------------ timers
@@ -210,6 +246,17 @@ class GroupCoordinatorShard:
                                        "a commit outside the log", fx)
         return fx
 
+    def txn_offset_commit(self, ticket: int, now: int, request: TxnOffsetCommitRequest) -> Effects:
+        """Kafka's commitTransactionalOffset: offsets pending in the producer's transaction.
+
+        The transaction coordinator has checked the producer (its epoch, and that the
+        group's partition is in its open transaction) before this runs.
+        """
+        fx = self.effects()
+        error = self.group_manager.validate_offset_commit(request.as_offset_commit(), now)
+        fx.reply(ticket, self.offset_manager.commit_transactional(request, error, now, fx))
+        return fx
+
     def offset_fetch(self, ticket: int, now: int, request: OffsetFetchRequest) -> Effects:
         fx = self.effects()
         groups = []
@@ -218,7 +265,7 @@ class GroupCoordinatorShard:
             if error is not None:
                 groups.append(FetchedGroup(group.group_id, (), error))
             else:
-                groups.append(self.offset_manager.fetch_group(group))
+                groups.append(self.offset_manager.fetch_group(group, request.require_stable))
         fx.reply(ticket, OffsetFetchResult(tuple(groups)))
         return fx
 

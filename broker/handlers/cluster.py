@@ -54,7 +54,8 @@ def handle_api_versions(
 
 
 def _coordinator(ctx: BrokerContext, key: str, key_type: int) -> dict[str, Any]:
-    if key_type == KEY_TYPE_GROUP:
+    """This broker coordinates every group and every transactional id."""
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return {
             "key": key,
             "node_id": ctx.node_id,
@@ -63,11 +64,7 @@ def _coordinator(ctx: BrokerContext, key: str, key_type: int) -> dict[str, Any]:
             "error_code": 0,
             "error_message": None,
         }
-    message = (
-        "kcoord does not support transactions"
-        if key_type == KEY_TYPE_TRANSACTION
-        else f"unknown coordinator key type {key_type}"
-    )
+    message = f"unknown coordinator key type {key_type}"
     return {
         "key": key,
         "node_id": -1,

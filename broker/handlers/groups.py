@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from broker.coordinator.api import BINDINGS, CONSUMER_PROTOCOL_APIS
+from broker.coordinator.api import BINDINGS, CHECKED_ELSEWHERE, CONSUMER_PROTOCOL_APIS
 from broker.coordinator.requests import ClientInfo
 from broker.group_service import GroupService
 from broker.slots import Slot
@@ -29,6 +29,6 @@ def register(router: Any, service: GroupService) -> None:
 
     consumer_protocol = "consumer" in service.coordinator.config.rebalance_protocols
     for api_key in BINDINGS:
-        if api_key in CONSUMER_PROTOCOL_APIS and not consumer_protocol:
+        if (api_key in CONSUMER_PROTOCOL_APIS and not consumer_protocol) or api_key in CHECKED_ELSEWHERE:
             continue
         router.register(api_key, submit)

@@ -50,6 +50,14 @@ from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+from protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+from protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
 from protocol.schema import Message
 
 PAIRS: tuple[tuple[Message, Message], ...] = (
@@ -87,6 +95,14 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (AlterConfigsRequest, AlterConfigsResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    (EndTxnRequest, EndTxnResponse),
+    (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    (DescribeProducersRequest, DescribeProducersResponse),
+    (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    (ListTransactionsRequest, ListTransactionsResponse),
 )
 
 REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS if req.api_key is not None}

@@ -9,7 +9,8 @@ verbatim and what Fetch returns. Three layers, each importing only those below i
 * ``scanner``: the generated loop that reads the records of a section, and
   ``iter_records``, the replay path;
 * ``batch``: ``RecordBatch``, ``decode_batch`` (the strict validator), ``encode_batch``
-  and the ``RECORD`` construct the record loop is tested against.
+  and the ``RECORD`` construct the record loop is tested against;
+* ``control``: the COMMIT and ABORT markers that end transactions (control batches).
 
 This package re-exports their public names; modules inside it import the submodules
 directly, never this file.
@@ -24,6 +25,15 @@ from protocol.records.batch import (
     encode_batch,
     encode_key_value_batch,
     iter_batches,
+)
+from protocol.records.control import (
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
+    ControlRecordType,
+    EndTransactionMarker,
+    encode_marker_batch,
+    marker_of,
+    read_marker,
 )
 from protocol.records.header import (
     BATCH_HEADER,
@@ -47,6 +57,7 @@ from protocol.records.scanner import DEFAULT_MAX_UNCOMPRESSED, iter_records
 
 __all__ = [
     "BATCH_HEADER",
+    "CONTROL_BIT",
     "DEFAULT_MAX_UNCOMPRESSED",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
@@ -54,10 +65,13 @@ __all__ = [
     "MIN_BATCH_LENGTH",
     "NO_TIMESTAMP",
     "RECORD",
+    "TRANSACTIONAL_BIT",
     "BatchAttributes",
     "BatchHeader",
     "Compression",
+    "ControlRecordType",
     "CorruptBatchError",
+    "EndTransactionMarker",
     "Record",
     "RecordBatch",
     "RecordBatchError",
@@ -66,9 +80,12 @@ __all__ = [
     "decode_batch",
     "encode_batch",
     "encode_key_value_batch",
+    "encode_marker_batch",
     "iter_batches",
     "iter_records",
+    "marker_of",
     "peek_batch_header",
+    "read_marker",
     "rewrite_base_offset",
     "scan_batches",
     "set_log_append_time",

@@ -143,6 +143,42 @@ class World:
         reply = self.raw(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None})
         return {r.user for r in reply.results}
 
+    def init_transaction(self, transactional_id: str) -> tuple[int, int]:
+        """A transactional producer's id and epoch (as the super user)."""
+        reply = self.raw(ApiKey.INIT_PRODUCER_ID, {"transactional_id": transactional_id,
+                                                   "transaction_timeout_ms": 60000, "producer_id": -1,
+                                                   "producer_epoch": -1})
+        assert reply.error_code == 0, reply
+        PRODUCERS[transactional_id] = (reply.producer_id, reply.producer_epoch)
+        return reply.producer_id, reply.producer_epoch
+
+    def begin_transaction(self, transactional_id: str, topic: str) -> None:
+        """An open transaction with ``topic``'s partition 0 in it."""
+        producer_id, epoch = self.init_transaction(transactional_id)
+        reply = self.raw(ApiKey.ADD_PARTITIONS_TO_TXN, {
+            "v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id,
+            "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+        assert errors_in(reply) == {0}, reply
+
+    def add_offsets(self, transactional_id: str, group: str) -> None:
+        producer_id, epoch = PRODUCERS[transactional_id]
+        reply = self.raw(ApiKey.ADD_OFFSETS_TO_TXN, {"transactional_id": transactional_id,
+                                                     "producer_id": producer_id, "producer_epoch": epoch,
+                                                     "group_id": group})
+        assert reply.error_code == 0, reply
+
+    def transaction_state(self, transactional_id: str) -> str:
+        reply = self.raw(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]})
+        state = reply.transaction_states[0]
+        return str(state.transaction_state) if state.error_code == 0 else ErrorCode(state.error_code).name
+
+    def pending_offsets(self, group: str, topic: str) -> list[int]:
+        """The partitions of ``topic`` whose offsets in ``group`` wait for a transaction."""
+        reply = self.raw(ApiKey.OFFSET_FETCH, {"require_stable": True, "groups": [
+            {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}]})
+        return [p.partition_index for t in reply.groups[0].topics for p in t.partitions
+                if p.error_code == E.UNSTABLE_OFFSET_COMMIT]
+
     def grant(self, principal: str, bindings: list[tuple[ResourceType, str, AclOperation]],
               permission: AclPermissionType = AclPermissionType.ALLOW, pattern: PatternType = PatternType.LITERAL
               ) -> None:
@@ -159,6 +195,14 @@ class World:
 
 
 Check = Callable[[Any, World], None]
+
+#: transactional id -> (producer id, epoch), as the cases' setups initialized them.
+PRODUCERS: dict[str, tuple[int, int]] = {}
+
+
+def _producer_of(transactional_id: str) -> dict[str, int]:
+    producer_id, epoch = PRODUCERS.get(transactional_id, (-1, -1))
+    return {"producer_id": producer_id, "producer_epoch": epoch}
 
 
 @dataclass
@@ -475,6 +519,74 @@ CASES: dict[int, Case] = {
             {"name": "t-21", "partitions": [{"partition_index": 0, "offset": 2}]}]),
         refused=_only(E.TOPIC_AUTHORIZATION_FAILED),
         unchanged=lambda w: _assert_equal(w.admin.list_offsets({("t-21", 0): -2})[("t-21", 0)], 0)),
+    # Transactions: KafkaApis checks the transactional id first, then the group or topics.
+    ApiKey.ADD_PARTITIONS_TO_TXN: Case(
+        grants=[(R.TRANSACTIONAL_ID, "x-24", Op.WRITE), (R.TOPIC, "t-24", Op.WRITE)],
+        setup=lambda w: (w.create_topic("t-24"), w.init_transaction("x-24")),
+        request=lambda v, cell: body(ApiKey.ADD_PARTITIONS_TO_TXN, v, v3_and_below_transactional_id="x-24",
+                                     v3_and_below_producer_id=PRODUCERS["x-24"][0],
+                                     v3_and_below_producer_epoch=PRODUCERS["x-24"][1],
+                                     v3_and_below_topics=[{"name": "t-24", "partitions": [0]}]),
+        refused=_only(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(w.transaction_state("x-24"), "Empty"),
+        allowed=lambda reply, w: (_no_error(reply, w), _assert_equal(w.transaction_state("x-24"), "Ongoing"))),
+    ApiKey.ADD_OFFSETS_TO_TXN: Case(
+        grants=[(R.TRANSACTIONAL_ID, "x-25", Op.WRITE), (R.GROUP, "g-25", Op.READ)],
+        setup=lambda w: w.init_transaction("x-25"),
+        request=lambda v, cell: body(ApiKey.ADD_OFFSETS_TO_TXN, v, transactional_id="x-25", group_id="g-25",
+                                     **_producer_of("x-25")),
+        refused=_only(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(w.transaction_state("x-25"), "Empty"),
+        allowed=lambda reply, w: (_no_error(reply, w), _assert_equal(w.transaction_state("x-25"), "Ongoing"))),
+    ApiKey.END_TXN: Case(
+        grants=[(R.TRANSACTIONAL_ID, "x-26", Op.WRITE)],
+        setup=lambda w: (w.create_topic("t-26"), w.begin_transaction("x-26", "t-26")),
+        request=lambda v, cell: body(ApiKey.END_TXN, v, transactional_id="x-26", committed=False,
+                                     **_producer_of("x-26")),
+        refused=_only(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(w.transaction_state("x-26"), "Ongoing"),
+        allowed=lambda reply, w: (_no_error(reply, w), _assert_equal(w.transaction_state("x-26"), "CompleteAbort"))),
+    ApiKey.TXN_OFFSET_COMMIT: Case(
+        grants=[(R.TRANSACTIONAL_ID, "x-28", Op.WRITE), (R.GROUP, "g-28", Op.READ), (R.TOPIC, "t-28", Op.READ)],
+        setup=lambda w: (w.create_topic("t-28"), w.init_transaction("x-28"), w.add_offsets("x-28", "g-28")),
+        request=lambda v, cell: body(ApiKey.TXN_OFFSET_COMMIT, v, transactional_id="x-28", group_id="g-28",
+                                     generation_id=-1, member_id="", group_instance_id=None, topics=[
+            {"name": "t-28", "partitions": [item(ApiKey.TXN_OFFSET_COMMIT, v, ("topics", "partitions"),
+                                                 partition_index=0, committed_offset=3, committed_metadata="")]}],
+            **_producer_of("x-28")),
+        refused=_only(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(w.pending_offsets("g-28", "t-28"), []),
+        allowed=lambda reply, w: (_no_error(reply, w), _assert_equal(w.pending_offsets("g-28", "t-28"), [0]))),
+    ApiKey.WRITE_TXN_MARKERS: Case(
+        grants=[(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
+        setup=lambda w: w.create_topic("t-27"),
+        request=lambda v, cell: body(ApiKey.WRITE_TXN_MARKERS, v, markers=[
+            item(ApiKey.WRITE_TXN_MARKERS, v, ("markers",), producer_id=990027, producer_epoch=0,
+                 transaction_result=False, coordinator_epoch=0, topics=[{"name": "t-27", "partition_indexes": [0]}])]),
+        refused=_only(E.CLUSTER_AUTHORIZATION_FAILED),
+        unchanged=lambda w: _assert_equal(w.end_offset("t-27"), 0)),
+    ApiKey.DESCRIBE_PRODUCERS: Case(
+        grants=[(R.TOPIC, "t-61", Op.READ)],
+        setup=lambda w: (w.create_topic("t-61"), w.produce("t-61")),
+        request=lambda v, cell: body(ApiKey.DESCRIBE_PRODUCERS, v, topics=[{"name": "t-61", "partition_indexes": [0]}]),
+        refused=lambda reply, w: (_only(E.TOPIC_AUTHORIZATION_FAILED)(reply, w),
+                                  _assert_equal(list(reply.topics[0].partitions[0].active_producers), []))),
+    ApiKey.DESCRIBE_TRANSACTIONS: Case(
+        grants=[(R.TRANSACTIONAL_ID, "x-65", Op.DESCRIBE)],
+        setup=lambda w: w.init_transaction("x-65"),
+        request=lambda v, cell: body(ApiKey.DESCRIBE_TRANSACTIONS, v, transactional_ids=["x-65"]),
+        refused=lambda reply, w: (_only(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)(reply, w),
+                                  _assert_equal(reply.transaction_states[0].producer_id, -1)),
+        allowed=lambda reply, w: _assert_equal((reply.transaction_states[0].error_code,
+                                                reply.transaction_states[0].transaction_state), (0, "Empty"))),
+    ApiKey.LIST_TRANSACTIONS: Case(
+        grants=[(R.TRANSACTIONAL_ID, "x-66", Op.DESCRIBE)],
+        setup=lambda w: w.init_transaction("x-66"),
+        request=lambda v, cell: body(ApiKey.LIST_TRANSACTIONS, v, state_filters=[], producer_id_filters=[]),
+        refused=lambda reply, w: _assert_equal(
+            (reply.error_code, "x-66" in {s.transactional_id for s in reply.transaction_states}), (0, False)),
+        allowed=lambda reply, w: _assert_equal(
+            (reply.error_code, "x-66" in {s.transactional_id for s in reply.transaction_states}), (0, True))),
     # Served to everyone: the SASL exchange's own state rules apply (test_security_outcomes).
     ApiKey.API_VERSIONS: Case(grants=[], request=lambda v, cell: body(ApiKey.API_VERSIONS, v,
                                                                         client_software_name="matrix",

@@ -64,6 +64,7 @@ KP_MODULES = [
     "kafka.protocol.admin.cluster",
     "kafka.protocol.sasl",
     "kafka.protocol.admin.configs",
+    "kafka.protocol.admin.transactions",
 ]
 
 

@@ -31,6 +31,7 @@ from protocol.messages import (
     RequestHeader,
     ResponseHeader,
     coordinator_records,
+    transaction_records,
 )
 from protocol.schema import Array, Field, FieldType, Message, Primitive, Struct, Versions
 
@@ -142,7 +143,7 @@ def compare_fields(
     for spec_field in spec_fields:
         name = snake(spec_field["name"])
         path = f"{where}.{name}"
-        spec_present = served_set(spec_field["versions"], served)
+        spec_present = served_set(spec_field.get("versions", spec_field.get("taggedVersions")), served)
         decl = by_name.get(name)
         if decl is None:
             if spec_present:
@@ -244,7 +245,8 @@ def record_problems(message: Message) -> list[str]:
 
 
 RECORDS: list[Message] = [
-    value for value in vars(coordinator_records).values() if isinstance(value, Message)
+    value for module in (coordinator_records, transaction_records)
+    for value in vars(module).values() if isinstance(value, Message)
 ]
 
 

@@ -291,7 +291,10 @@ UNSERVED: dict[int, tuple[int, Container]] = {
                                         v3_and_below_producer_epoch=0,
                                         v3_and_below_topics=[{"name": "a", "partitions": [0, 1]}])),
     ApiKey.ADD_OFFSETS_TO_TXN: (3, C(transactional_id="t", producer_id=1, producer_epoch=0, group_id="g")),
-    ApiKey.END_TXN: (4, C(transactional_id="t", producer_id=1, producer_epoch=0, committed=True)),
+    ApiKey.END_TXN: (3, C(transactional_id="t", producer_id=1, producer_epoch=0, committed=True)),
+    ApiKey.WRITE_TXN_MARKERS: (1, C(markers=[{"producer_id": 1, "producer_epoch": 0, "transaction_result": True,
+                                              "topics": [{"name": "a", "partition_indexes": [0]}],
+                                              "coordinator_epoch": 0}])),
     ApiKey.TXN_OFFSET_COMMIT: (3, C(transactional_id="t", group_id="g", producer_id=1, producer_epoch=0, topics=[
         {"name": "a", "partitions": [{"partition_index": 0, "committed_offset": 1}]}])),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, C(transactional_ids=["t"])),

@@ -308,7 +308,11 @@ class ClassicGroup:
         return self.state is S.DEAD
 
     def validate_offset_commit(self, request: OffsetCommitRequest) -> ErrorCode | None:
-        """Kafka's ClassicGroup.validateOffsetCommit (the group exists and is not Dead)."""
+        """Kafka's ClassicGroup.validateOffsetCommit (the group exists and is not Dead).
+
+        A transactional commit (TxnOffsetCommit) may come without member id and generation
+        (versions before KIP-447), and the group's state is not enforced for it.
+        """
         generation = request.generation_id_or_member_epoch
         if generation < 0 and self.state is S.EMPTY:
             return None  # an admin client or a consumer that manages its own assignment
@@ -318,9 +322,9 @@ class ClassicGroup:
                 return error
             if generation != self.generation:
                 return E.ILLEGAL_GENERATION
-        else:
+        elif not request.transactional:
             return E.UNKNOWN_MEMBER_ID
-        if self.state is S.COMPLETING_REBALANCE:
+        if self.state is S.COMPLETING_REBALANCE and not request.transactional:
             return E.REBALANCE_IN_PROGRESS
         return None
 

@@ -273,6 +273,9 @@ class ConsumerGroup:
         member = self.members.get(request.member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if request.transactional:
+            # TxnOffsetCommit carries a generation: a stale epoch is ILLEGAL_GENERATION there.
+            return None if epoch == member.member_epoch else E.ILLEGAL_GENERATION
         if not member.uses_classic_protocol and not request.consumer_protocol_version:
             return E.UNSUPPORTED_VERSION  # consumer-protocol members commit with OffsetCommit v9+
         return self._validate_epoch(epoch, member)
