@@ -30,6 +30,7 @@ from broker.coordinator.requests import ClientInfo
 from broker.coordinator.snapshot import payload
 from broker.group_service import GroupService
 from protocol.codec import decode_body, encode_body
+from protocol.consumer_offsets import partition_for
 from protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
@@ -38,7 +39,9 @@ from protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
+from protocol.records import EndTransactionMarker
 from storage.coordinator_log import CoordinatorLog
 from storage.layout import coordinator_snapshot_file
 
@@ -375,3 +378,33 @@ async def test_the_group_service_writes_the_snapshot_and_starts_from_it(tmp_path
     assert second.coordinator.offsets.snapshot() == expected
     assert second._records_since_snapshot == 0, "it started from the snapshot, with nothing after it"
     await second.close()
+
+
+async def test_no_snapshot_is_taken_while_a_transaction_with_offsets_is_open(tmp_path: Path) -> None:
+    """Its pending offsets sit before the covered offsets and its marker would come after
+    them: a snapshot then would lose the offsets its COMMIT makes visible."""
+    config = Config({"offsets.topic.num.partitions": 3})
+    producer_id, epoch = 4000, 0
+    body = {"transactional_id": "tx", "group_id": "g", "producer_id": producer_id, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]}
+    binding = BINDINGS[TxnOffsetCommitRequest.api_key]
+    service = GroupService.open(config, tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        typed = binding.decode(3, decode_body(TxnOffsetCommitRequest, 3, encode_body(TxnOffsetCommitRequest, 3, body)),
+                               CLIENT)
+        service.apply(binding.handle(service.coordinator, 0, service.clock(), typed))
+        assert not await service.write_snapshot(), "a snapshot was taken with a transaction open"
+        service.write_marker(partition_for("g", 3), producer_id, epoch, EndTransactionMarker(True, 0))
+        assert await service.write_snapshot()
+        nursery.cancel_scope.cancel()
+    await service.close()
+
+    reopened = GroupService.open(config, tmp_path)
+    value = reopened.coordinator.offsets.get("g", "t", 0)
+    assert value is not None and value.offset == 42
+    assert reopened._records_since_snapshot == 0, "it started from the snapshot"
+    await reopened.close()
