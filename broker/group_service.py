@@ -123,8 +123,12 @@ class GroupService:
 
     @classmethod
     def open(cls, config: Any, data_dir: Path, fs: FileSystem = REAL_FS,
-             topics: MetadataImage | None = None) -> GroupService:
-        """Open the log, replay it into a fresh coordinator, and finish loading."""
+             topics: MetadataImage | None = None, load: bool = True) -> GroupService:
+        """Open the log, replay it into a fresh coordinator, and finish loading.
+
+        ``load=False`` (a cluster node) opens the log without replaying it: the groups of a
+        partition are loaded when the node comes to lead it.
+        """
         history_retention_ms = config["log.history.retention.ms"]
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
@@ -133,7 +137,7 @@ class GroupService:
         coordinator = GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics)
         started = time.monotonic()
         count = 0
-        for key, value, _timestamp in coordinator_log.replay():
+        for key, value, _timestamp in coordinator_log.replay() if load else ():
             coordinator.replay_bytes(key, value)
             count += 1
         cleaner = None

@@ -55,6 +55,18 @@ def place(count: int, live: Sequence[int], load: dict[int, int]) -> list[tuple[i
     return out
 
 
+def place_missing(image: ClusterImage) -> list[Change]:
+    """Assignments for partitions of topics that have none yet (a new or grown topic)."""
+    live = sorted(image.nodes)
+    load = load_of(image, live)
+    changes: list[Change] = []
+    for name in sorted(image.topics):
+        missing = [i for i in range(image.topics[name].partitions) if (name, i) not in image.assignments]
+        for index, replicas in zip(missing, place(len(missing), live, load), strict=False):
+            changes.append(Change((name, index), Assignment(replicas), "new partition"))
+    return changes
+
+
 def start_move(assignment: Assignment, target: int) -> Assignment:
     """KIP-455: the target joins as an adding replica; the current ones are removing."""
     current = assignment.target

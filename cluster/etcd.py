@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 
 log = logging.getLogger("kcoord.cluster.etcd")
+# httpx logs every request at INFO: the lease keep-alives alone would fill the broker log.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 #: How long one request may take before the endpoint counts as unreachable.
 REQUEST_TIMEOUT = 5.0
@@ -93,7 +95,17 @@ class Delete:
         return {"request_delete_range": {"key": _b64(self.key)}}
 
 
-Operation = Put | Delete
+@dataclass(frozen=True, slots=True)
+class DeletePrefix:
+    """Every key starting with ``prefix``."""
+
+    prefix: str
+
+    def encode(self) -> dict[str, Any]:
+        return {"request_delete_range": {"key": _b64(self.prefix), "range_end": _b64(prefix_end(self.prefix))}}
+
+
+Operation = Put | Delete | DeletePrefix
 
 
 @dataclass(frozen=True, slots=True)
