@@ -69,8 +69,13 @@ def test_groups_of_three_client_libraries_on_three_coordinators_balance_and_comm
                for kind, group in groups.items()}
     try:
         for kind, consumers in members.items():
-            wait_until(lambda c=consumers: sizes(c) == [3, 3] and disjoint_cover(c, PARTITIONS), 60,
-                       f"the {kind} group balanced over two members")
+            try:
+                wait_until(lambda c=consumers: sizes(c) == [3, 3] and disjoint_cover(c, PARTITIONS), 60,
+                           f"the {kind} group balanced over two members")
+            except AssertionError as exc:
+                coordinator = cluster.nodes[cluster.coordinator_of(groups[kind])]
+                raise AssertionError(f"{exc}: {[c.assignments_seen for c in consumers]}, "
+                                     f"errors {[c.error for c in consumers]}\n{coordinator.log()[-4000:]}") from None
             wait_until(lambda c=consumers: sum(len(m.messages) for m in c) >= RECORDS, 60,
                        f"the {kind} group read every record")
             wait_until(lambda g=groups[kind]: committed(bootstrap, g, "orders") == ends, 60,
