@@ -174,7 +174,7 @@ class EtcdClient:
             if response.status_code != 200 or ("error" in answer and "header" not in answer):
                 raise EtcdError(f"{path}: {answer.get('message') or answer.get('error') or response.text[:200]}")
             return answer
-        raise EtcdUnavailable(f"no etcd endpoint answered ({', '.join(self.endpoints)}): {last}")
+        raise EtcdUnavailable(f"no etcd endpoint answered ({', '.join(self.endpoints)}): {last!r}")
 
     # ---------------------------------------------------------------- keys
 
