@@ -150,13 +150,20 @@ compose-base: .compose/base/bookworm.tar
 # (tests/integration/test_topology.py), after the static checks of both files.
 compose-test: compose-tools $(VENV)/.installed-dev
 	@$(BIN)/python -m tests.compose check
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compose.py tests/integration/test_topology.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compose.py tests/integration/test_topology.py \
+	  tests/test_compose_cluster.py tests/integration/test_cluster_topology.py
 
 # The demo topology in the foreground, services started in depends_on order; Ctrl-C stops it
 # (the volume is kept; compose-down removes it).
 compose-up: compose-tools $(VENV)/.installed-dev
 	@if $(DOCKER_ANSWERS); then docker compose up --build; \
 	else $(BIN)/python -m tests.compose up; fi
+
+# The cluster profile (docker-compose.cluster.yml: etcd and three nodes) in the foreground;
+# clients on this host bootstrap from 127.0.0.1:19092. Ctrl-C stops it (volumes kept).
+compose-cluster-up: compose-tools $(VENV)/.installed-dev
+	@if $(DOCKER_ANSWERS); then docker compose -f docker-compose.cluster.yml --profile cluster up --build; \
+	else $(BIN)/python -m tests.compose up --cluster; fi
 
 compose-down: $(VENV)/.installed-dev
 	@if $(DOCKER_ANSWERS); then docker compose down --volumes; \

@@ -73,9 +73,10 @@ def _interpolate_all(node: Any, variables: Mapping[str, str]) -> Any:
     return node
 
 
-def load_compose(variables: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """docker-compose.yml with its variables replaced (unset ones take their defaults)."""
-    document = yaml.safe_load(COMPOSE_FILE.read_text())
+def load_compose(variables: Mapping[str, str] | None = None, file: Path = COMPOSE_FILE) -> dict[str, Any]:
+    """docker-compose.yml (or another compose file) with its variables replaced (unset ones
+    take their defaults)."""
+    document = yaml.safe_load(file.read_text())
     assert isinstance(document, dict)
     return _interpolate_all(document, variables or {})  # type: ignore[no-any-return]
 
@@ -488,8 +489,8 @@ def test_docker_compose_config_accepts_the_file() -> None:
 def test_every_stage_starts_from_the_python_image_argument_and_the_broker_is_the_default(
     stages: dict[str, Stage],
 ) -> None:
-    assert list(stages) == ["deps", "deps-demo", "deps-pipeline", "sources", "venv-broker", "venv-demo",
-                            "venv-pipeline", "runtime", "demo", "pipeline", "broker"]
+    assert list(stages) == ["deps", "deps-demo", "deps-pipeline", "deps-etcd", "sources", "venv-broker", "venv-demo",
+                            "venv-pipeline", "runtime", "demo", "pipeline", "etcd", "broker"]
     for name, stage in stages.items():
         # by default the public Python image; a local base through the build argument
         assert stage.base == ("scratch" if name == "sources" else "python:3.11-slim-bookworm"), name

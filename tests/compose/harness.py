@@ -227,7 +227,7 @@ class Project:
 
     def __post_init__(self) -> None:
         self.variables = {**self.engine.build_variables, **self.variables}
-        self.spec = load_compose(self.variables)
+        self.spec = load_compose(self.variables, self.file)
 
     # ------------------------------------------------------------------ compose commands
 
