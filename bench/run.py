@@ -298,7 +298,7 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         "## Reproduce",
         "",
         "```sh",
-        "make bench            # the full suite, about 8 minutes on 2 cores",
+        "make bench            # the full suite, about 12 minutes on 2 cores",
         "python -m bench.run --seconds 1 --rounds 1 --members 10   # a quick look",
         "python -m bench.cluster_bench   # only the cluster section, replaced in this file",
         "```",
