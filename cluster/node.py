@@ -177,6 +177,10 @@ class ClusterNode:
 
     async def close(self) -> None:
         """Leave: end the lease, so leadership goes at once rather than when it would expire."""
+        if self._nursery is not None:
+            # Stop the node's tasks first: the lease renewal would otherwise find the lease
+            # revoked below and register again, with the client closed below.
+            self._nursery.cancel_scope.cancel()
         lease_id = self.lease.lease_id
         self.lease.lost()
         if lease_id:
