@@ -73,6 +73,13 @@ def test_a_node_paused_past_its_lease_answers_nothing_as_leader_after_it_resumes
             wait_for(lambda: cluster.leaders("fenced")[partition] in (1, 2)
                      and cluster.leaders(COORDINATOR_TOPIC)[_offsets_partition(cluster, group)] in (1, 2), 30,
                      "another node leads what node 3 led")
+            takeover = cluster.image().leader_of(("fenced", partition))
+            assert takeover is not None
+            new_leader = cluster.nodes[takeover.leader]
+            with WireClient(new_leader.host, new_leader.port) as leader:
+                taken = leader.request(ApiKey.PRODUCE, 10, produce_body("fenced", partition, b"after the takeover"))[
+                    "responses"][0]["partition_responses"][0]
+            assert (taken["error_code"], taken["base_offset"]) == (0, 0)  # an empty log: the unclean move
             # Queued while the node is stopped: read the moment it wakes, before it can hear from etcd.
             produced = early.send(ApiKey.PRODUCE, 10, produce_body("fenced", partition))
             committed = early.send(ApiKey.OFFSET_COMMIT, 8, commit_body(group))
@@ -83,21 +90,24 @@ def test_a_node_paused_past_its_lease_answers_nothing_as_leader_after_it_resumes
         commit = early.receive(ApiKey.OFFSET_COMMIT, 8, committed)["topics"][0]["partitions"][0]
         assert commit["error_code"] == ErrorCode.NOT_COORDINATOR
 
-    # From then on: it re-registers, and still leads none of what it lost.
+    # From then on: it re-registers, and leads none of what it lost, unless the controller has
+    # meanwhile given a partition back to it through a move (a copy of the new leader's log, at a
+    # new epoch): it never answers from its own stale log.
     wait_for(lambda: 3 in cluster.image().nodes, 30, "the resumed node registered again")
     with WireClient(paused.host, paused.port) as late:
-        reply = late.request(ApiKey.PRODUCE, 10, produce_body("fenced", partition))["responses"][0][
-            "partition_responses"][0]
-        assert reply["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert reply["current_leader"]["leader_id"] in (1, 2)
-        commit = late.request(ApiKey.OFFSET_COMMIT, 8, commit_body(group))["topics"][0]["partitions"][0]
-        assert commit["error_code"] == ErrorCode.NOT_COORDINATOR
-    new_leader = cluster.leaders("fenced")[partition]
-    assert new_leader in (1, 2)
-    with WireClient(cluster.nodes[new_leader].host, cluster.nodes[new_leader].port) as leader:
-        reply = leader.request(ApiKey.PRODUCE, 10, produce_body("fenced", partition, b"after the takeover"))[
+        reply = late.request(ApiKey.PRODUCE, 10, produce_body("fenced", partition, b"after the resume"))[
             "responses"][0]["partition_responses"][0]
-    assert (reply["error_code"], reply["base_offset"]) == (0, 0)  # an empty log: nothing written while paused
+        if reply["error_code"] == 0:
+            moved_back = cluster.image().leader_of(("fenced", partition))
+            assert moved_back is not None and moved_back.leader == 3 and moved_back.epoch > takeover.epoch
+        else:
+            assert reply["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert reply["current_leader"]["leader_id"] in (1, 2, 3)
+        commit = late.request(ApiKey.OFFSET_COMMIT, 8, commit_body(group))["topics"][0]["partitions"][0]
+        if commit["error_code"] == 0:
+            assert cluster.coordinator_of(group) == 3, "answered as coordinator only once it leads the group again"
+        else:
+            assert commit["error_code"] == ErrorCode.NOT_COORDINATOR
     # The controller may give the partition back to node 3 later: only through a move, at a new epoch,
     # with the new leader's log.
     cluster.wait_settled()
