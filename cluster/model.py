@@ -175,13 +175,16 @@ class ClusterImage:
     assignments: dict[TopicPartition, Assignment] = field(default_factory=dict)
     leaders: dict[TopicPartition, Leadership] = field(default_factory=dict)
     revisions: dict[str, int] = field(default_factory=dict)
+    #: The revision each deleted key was deleted at, so an older change to it is not applied.
+    deleted: dict[str, int] = field(default_factory=dict)
     #: Grows on every change applied: what a listener compares to know something moved.
     version: int = 0
 
     def clear(self) -> None:
         self.cluster_id = None
         self.controller = None
-        for table in (self.nodes, self.node_leases, self.topics, self.assignments, self.leaders, self.revisions):
+        for table in (self.nodes, self.node_leases, self.topics, self.assignments, self.leaders, self.revisions,
+                      self.deleted):
             table.clear()
 
     def load(self, revision: int, items: Iterable[tuple[str, bytes, int, int]]) -> None:
@@ -193,12 +196,18 @@ class ClusterImage:
         self.version += 1
 
     def apply(self, key: str, value: bytes | None, mod_revision: int, lease: int = 0) -> None:
-        """One put (``value``) or delete (None)."""
+        """One put (``value``) or delete (None), unless the image already holds a newer change
+        of the key: a node applies its own write when etcd answers it, and its watch may have
+        brought a later change of the same key first (a new leader's claim after a handover)."""
         kind, rest = self.keys.parse(key)
+        if mod_revision < self.revisions.get(key, self.deleted.get(key, 0)):
+            return
         if value is None:
             self.revisions.pop(key, None)
+            self.deleted[key] = mod_revision
         else:
             self.revisions[key] = mod_revision
+            self.deleted.pop(key, None)
         self.revision = max(self.revision, mod_revision)
         self.version += 1
         try:

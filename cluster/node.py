@@ -116,6 +116,8 @@ class ClusterNode:
         self.catalog: ClusterCatalog | None = None
         self.broker: Any = None
         self._nursery: trio.Nursery | None = None
+        #: The revision up to which etcd has shown this node every change (a full read, then the watch).
+        self._seen = 0
         self._changed = trio.Event()
         self._controller_changed = trio.Event()
         self._synced_version = -1
@@ -261,6 +263,7 @@ class ClusterNode:
     async def _load_image(self) -> None:
         snapshot = await self.etcd.get_prefix(self.keys.prefix)
         self.image.load(snapshot.revision, [(kv.key, kv.value, kv.mod_revision, kv.lease) for kv in snapshot.kvs])
+        self._seen = snapshot.revision
         self._wake()
 
     def _wake(self) -> None:
@@ -300,9 +303,12 @@ class ClusterNode:
     async def _watch(self) -> None:
         while True:
             try:
-                async for events in self.etcd.watch(self.keys.prefix, self.image.revision + 1):
+                # From what etcd itself has shown this node: the image's revision also moves with
+                # the node's own writes, and starting past those would skip others' changes.
+                async for events in self.etcd.watch(self.keys.prefix, self._seen + 1):
                     for event in events:
                         self.image.apply(event.key, event.value, event.mod_revision, event.lease)
+                        self._seen = max(self._seen, event.mod_revision)
                     self._wake()
             except (EtcdUnavailable, EtcdError) as exc:
                 log.debug("etcd watch ended: %s", exc)

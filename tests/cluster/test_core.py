@@ -70,6 +70,22 @@ def test_a_full_read_replaces_the_image() -> None:
     assert image.revision == 10
 
 
+def test_a_change_older_than_the_one_the_image_holds_is_ignored() -> None:
+    # The old leader applies its own handover (the leader key deleted at 60) once etcd answers,
+    # after its watch already brought the new leader's claim (61): the claim stays.
+    image = image_with([1, 2], {("t", 0): (2,)})
+    image.apply(KEYS.leader("t", 0), Leadership.encode(2), 61)
+    image.apply(KEYS.leader("t", 0), None, 60)
+    assert image.leader_of(("t", 0)) == Leadership(2, 61)
+    # nor does a put older than a delete bring the key back
+    image.apply(KEYS.leader("t", 0), None, 70)
+    image.apply(KEYS.leader("t", 0), Leadership.encode(1), 65)
+    assert ("t", 0) not in image.leaders
+    # a full read starts afresh
+    image.load(80, [(KEYS.leader("t", 0), Leadership.encode(1), 5, 0)])
+    assert image.leaders[("t", 0)] == Leadership(1, 5)
+
+
 def test_values_it_cannot_read_are_ignored() -> None:
     image = ClusterImage(KEYS)
     image.apply(KEYS.topic("t"), b"not json", 3)
