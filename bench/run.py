@@ -20,14 +20,14 @@ from pathlib import Path
 
 import trio
 
-from bench import console_bench, loadgen, security_bench, startup
+from bench import cluster_bench, console_bench, loadgen, security_bench, startup
 from bench.brokers import REPO, Broker, free_port, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
 HEARTBEAT_KEY = "Heartbeat requests/s (10 members, depth 8)"
 CONSUMER_HEARTBEAT_KEY = "ConsumerGroupHeartbeat requests/s (10 members, depth 8)"
 NO_KIP848 = "has no KIP-848 consumer group protocol"
-WORKLOADS = ("offsets", "groups", "data", "console")
+WORKLOADS = ("offsets", "groups", "data", "console", "cluster")
 #: Requests in flight per connection: 1 is how most consumers commit (one at a time), 8 is pipelined.
 DEPTHS = (1, 8)
 KCOORD_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "log.flush.policy": "durable"}
@@ -332,8 +332,9 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         "## Reproduce",
         "",
         "```sh",
-        "make bench            # the full suite, about 20 minutes on 2 cores",
+        "make bench            # the full suite, about 25 minutes on 2 cores",
         "python -m bench.run --seconds 1 --rounds 1 --members 10   # a quick look",
+        "python -m bench.cluster_bench   # only the cluster section, replaced in this file",
         "```",
     ]
     path.write_text("\n".join(lines) + "\n")
@@ -361,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.run()
     extra = startup.run(args.startup_records) if args.startup_records else []
     extra += ["", *security_bench.run(args.seconds)]
+    if "cluster" in bench.only:
+        extra += ["", *cluster_bench.run(args.seconds, with_tansu, args.rounds)]
     write_report(bench, extra, args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

@@ -5,13 +5,17 @@ changes (the group coordinator, as Kafka's coordinator hears onPartitionsDeleted
 every API's handler on the router by its ``ApiKey``, and lists each service's metrics
 collector. ``broker.server`` is the trio shell that runs what is built here; nothing else
 wires services together.
+
+In a cluster, a ``ClusterMembership`` (``cluster.node``) is handed in: it supplies the
+placement service and the topic catalogue, and adds its routing step and handlers to each
+router. Without one, the broker is the single node it always was.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -28,6 +32,7 @@ from broker.handlers import topics as topic_handlers
 from broker.lag import LagCollector
 from broker.metrics import Collector
 from broker.offset_policies import CatalogLogBounds, LogStartGuard
+from broker.placement import SINGLE_NODE, Placement
 from broker.router import Authorization, Router
 from broker.security_service import SecurityService
 from broker.topics import TopicCatalog
@@ -36,6 +41,24 @@ from broker.txn_service import register as register_transactions
 from protocol.api_keys import ApiKey
 from storage.fs import REAL_FS, FileSystem
 from storage.maintenance import Maintenance
+
+
+class ClusterMembership(Protocol):
+    """What a cluster adds to a broker (``cluster.node.ClusterNode``)."""
+
+    placement: Placement
+
+    def open_catalog(self, data_dir: Path, config: Config, fs: FileSystem) -> TopicCatalog: ...
+
+    def attach(self, broker: Broker) -> None: ...
+
+    def register(self, router: Router, ctx: BrokerContext) -> None: ...
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def collectors(self) -> list[Collector]: ...
 
 
 @dataclass
@@ -51,16 +74,21 @@ class Broker:
     security: SecurityService
     group_configs: GroupConfigService
     transactions: TransactionService
+    cluster: ClusterMembership | None = None
 
     @classmethod
-    def open(cls, config: Config, data_dir: Path, fs: FileSystem = REAL_FS) -> Broker:
-        """Open (and recover) the logs and build the services; raises on unreadable storage."""
+    def open(cls, config: Config, data_dir: Path, fs: FileSystem = REAL_FS,
+             cluster: ClusterMembership | None = None) -> Broker:
+        """Open (and recover) the logs and build the services; raises on unreadable storage.
+
+        In a cluster, groups are loaded partition by partition as this node comes to lead them.
+        """
         # Group configs first: the coordinator loads with each group's own session timeout.
         group_configs = GroupConfigService.open(config, data_dir, fs)
-        groups = GroupService.open(config, data_dir, fs, group_configs=group_configs.configs)
+        groups = GroupService.open(config, data_dir, fs, group_configs=group_configs.configs, load=cluster is None)
         group_configs.groups = groups
         group_configs.on_storage_failure = lambda what, exc: groups.on_storage_failure(what, exc)
-        catalog = TopicCatalog(data_dir, config, fs)
+        catalog = TopicCatalog(data_dir, config, fs) if cluster is None else cluster.open_catalog(data_dir, config, fs)
         groups.coordinator.topics = catalog
         groups.coordinator.log_bounds = CatalogLogBounds(catalog)
         catalog.listeners.append(groups)
@@ -79,7 +107,16 @@ class Broker:
         groups.apply(groups.coordinator.enforce_offset_policies(groups.clock()))
         maintenance = Maintenance(groups.maintenance_jobs() + data.maintenance_jobs())
         security = SecurityService.open(config, data_dir, fs)
-        return cls(config, data_dir, groups, catalog, data, maintenance, security, group_configs, transactions)
+        broker = cls(config, data_dir, groups, catalog, data, maintenance, security, group_configs, transactions,
+                     cluster)
+        if cluster is not None:
+            cluster.attach(broker)
+        return broker
+
+    @property
+    def placement(self) -> Placement:
+        """Who leads what: this node alone, or the cluster's answer."""
+        return SINGLE_NODE if self.cluster is None else self.cluster.placement
 
     def authorization(self) -> Authorization | None:
         """What the routers enforce ACLs with, or None when no authorizer is configured."""
@@ -126,13 +163,16 @@ class Broker:
         group_handlers.register(router, groups)
         data_service.register(router, self.data)
         register_transactions(router, self.transactions)
+        if self.cluster is not None:
+            self.cluster.register(router, ctx)
         return router
 
     def collectors(self) -> list[Collector]:
         lag = LagCollector(self.groups.coordinator.offsets, self.catalog,
                            self.config["metrics.group.lag.max.series"])
+        cluster = [] if self.cluster is None else self.cluster.collectors()
         return [self.groups.metrics, self.data.metrics, self.transactions.metrics, self.security.metrics,
-                self.group_configs.metrics, lag]
+                self.group_configs.metrics, lag, *cluster]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The services' background tasks (group commit, timers, expiry, maintenance)."""
@@ -143,10 +183,14 @@ class Broker:
             await nursery.start(self.maintenance.run)
             await nursery.start(self.security.run)
             await nursery.start(self.group_configs.run)
+            if self.cluster is not None:
+                await nursery.start(self.cluster.run)
             task_status.started()
 
     async def close(self) -> None:
         """Make everything durable and close the files (after connections have drained)."""
+        if self.cluster is not None:
+            await self.cluster.close()
         await self.transactions.close()
         await self.groups.close()
         await trio.to_thread.run_sync(self.catalog.flush)

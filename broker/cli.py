@@ -17,16 +17,19 @@ from broker.config import ConfigError, load_config
 
 if TYPE_CHECKING:
     from broker.http import ExtensionFactory
+    from broker.server import ClusterFactory
 
 # The server (trio, storage) is imported only when `serve` runs: the other kcoord commands
 # build this parser too and start faster without it.
 
 
-def register(sub: Any, http_extension: ExtensionFactory | None = None) -> None:
+def register(sub: Any, http_extension: ExtensionFactory | None = None,
+             cluster: ClusterFactory | None = None) -> None:
     """Add ``serve`` to a parser's subcommands.
 
     ``http_extension`` adds to the HTTP surface (``kcoord`` adds the console); without it,
-    ``--http-listen`` serves /metrics and /healthz only.
+    ``--http-listen`` serves /metrics and /healthz only. ``cluster`` makes a node of a
+    cluster when ``cluster.etcd.endpoints`` is set (``kcoord`` adds ``cluster.node``).
     """
     serve = sub.add_parser("serve", help="run the broker")
     serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any)")
@@ -43,7 +46,12 @@ def register(sub: Any, http_extension: ExtensionFactory | None = None) -> None:
                        help="serve HTTP on HOST:PORT (port 0: any): Prometheus metrics at /metrics, a health "
                             "check at /healthz" + (", the console at /" if http_extension is not None else "")
                             + "; --metrics-listen is the same option")
-    serve.set_defaults(func=serve_command, http_extension=http_extension)
+    serve.add_argument("--node-id", type=int, metavar="N", help="this node's id (node.id)")
+    serve.add_argument("--cluster", metavar="ETCD_ENDPOINTS",
+                       help="join the cluster whose state is in these etcd endpoints (cluster.etcd.endpoints), "
+                            "e.g. http://127.0.0.1:2379")
+    serve.add_argument("--cluster-name", metavar="NAME", help="the cluster's name in etcd (cluster.name)")
+    serve.set_defaults(func=serve_command, http_extension=http_extension, cluster_factory=cluster)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,13 +85,27 @@ def serve_command(args: argparse.Namespace) -> int:
     from storage.partition import CorruptLogError
 
     logs.configure(args.log_level, args.log_format)
+    sets = list(args.sets)
+    for option, name in (("node_id", "node.id"), ("cluster", "cluster.etcd.endpoints"),
+                         ("cluster_name", "cluster.name")):
+        if getattr(args, option, None) is not None:
+            sets.append(f"{name}={getattr(args, option)}")
     try:
-        config = load_config(args.config, args.sets)
+        config = load_config(args.config, sets)
         specs = parse_listeners(config, parse_listen(args.listen))
         if any(spec.tls for spec in specs):
             server_ssl_context(config)
         if args.http_listen is not None:
             parse_listen(args.http_listen, "--http-listen")
+        clustered = bool(config["cluster.etcd.endpoints"])
+        if clustered and getattr(args, "cluster_factory", None) is None:
+            raise ConfigError("cluster.etcd.endpoints: this command cannot run a cluster node; use `kcoord serve`")
+        if clustered:
+            inter = config["inter.broker.listener.name"] or specs[0].name
+            spec = next((s for s in specs if s.name == inter), None)
+            if spec is None or spec.protocol != "PLAINTEXT":
+                raise ConfigError(f"inter.broker.listener.name: nodes copy partitions over listener {inter}, "
+                                  "which must be a PLAINTEXT listener")
     except (ConfigError, ValueError) as exc:
         return _fail(f"configuration error: {exc}", 2)
     try:
@@ -91,7 +113,8 @@ def serve_command(args: argparse.Namespace) -> int:
         with lock_data_dir(args.data_dir):
             check_format(args.data_dir)
             trio.run(partial(run_server, http_listen=args.http_listen, http_extension=args.http_extension,
-                             request_logging=args.request_log),
+                             request_logging=args.request_log,
+                             cluster=args.cluster_factory if clustered else None),
                      config, args.listen, args.data_dir)
     except DataDirError as exc:
         return _fail(str(exc), 2)

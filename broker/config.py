@@ -338,6 +338,35 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("metrics.group.lag.max.series", int, 1000,
             "Most (group, topic) pairs in the lag metrics of /metrics; the pairs with the largest lag "
             "are kept. 0: no lag metrics.", _non_negative, ">= 0"),
+    # ------------------------------------------------------------ a cluster of nodes (docs/cluster.md)
+    Setting("cluster.etcd.endpoints", str, "",
+            "Comma-separated etcd v3 endpoints (http://host:port). Set, this process is one node of a "
+            "cluster whose membership and partition placement live in etcd (kcoord serve --cluster); "
+            "empty: a single node, no etcd."),
+    Setting("cluster.name", str, "kcoord",
+            "The cluster's name: its keys live under /kcoord/<name>/ in etcd, so clusters may share one etcd."),
+    Setting("broker.session.timeout.ms", int, 9000,
+            "The node's etcd lease, rounded up to whole seconds: a node that does not renew it for this "
+            "long loses its registration and every leadership, and stops serving as leader by its own "
+            "clock before etcd can let another node take over.", lambda v: v >= 2000, ">= 2000"),
+    Setting("broker.heartbeat.interval.ms", int, 2000, "How often a node renews its etcd lease.",
+            _positive, "> 0"),
+    Setting("broker.rack", str, "", "The node's rack, in Metadata and DescribeCluster."),
+    Setting("inter.broker.listener.name", str, "",
+            "The listener other nodes copy partitions from (Fetch as a replica); empty: the first listener. "
+            "It must be a PLAINTEXT listener."),
+    Setting("cluster.rebalance.enable", bool, True,
+            "The controller moves partitions between live nodes until no node holds more than one more "
+            "than another (after a node joins, for instance)."),
+    Setting("cluster.rebalance.delay.ms", int, 3000,
+            "How long the set of live nodes must stay the same before the controller rebalances.",
+            _non_negative, ">= 0"),
+    Setting("cluster.rebalance.max.moves", int, 4, "Most partition moves the controller has under way at once.",
+            _positive, "> 0"),
+    Setting("cluster.handover.timeout.ms", int, 10000,
+            "How long a leader handing a partition over stops taking writes for it, waiting for the new "
+            "replica to fetch the last of the log, before it serves the partition again and retries later.",
+            _positive, "> 0"),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -409,6 +438,8 @@ class Config(Mapping[str, Any]):
         if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than "
                               "group.consumer.session.timeout.ms")
+        if values["broker.heartbeat.interval.ms"] >= values["broker.session.timeout.ms"]:
+            raise ConfigError("broker.heartbeat.interval.ms must be lower than broker.session.timeout.ms")
         if values["listeners"]:
             parse_listeners(values["listeners"], "listeners", allow_any_port=True)
         if values["advertised.listeners"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.config import Config
+from broker.placement import SINGLE_NODE, BrokerEndpoint, Placement
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,3 +15,11 @@ class BrokerContext:
     host: str  # advertised
     port: int  # advertised
     cluster_id: str
+    listener: str = "PLAINTEXT"
+    #: Who leads what: this process alone, or a cluster (broker.placement).
+    placement: Placement = SINGLE_NODE
+
+    @property
+    def me(self) -> BrokerEndpoint:
+        """This node's own address on this listener."""
+        return BrokerEndpoint(self.node_id, self.host, self.port)

@@ -226,7 +226,7 @@ class DataService:
             (topic, partition)
             for topic in list(self.catalog.topics.values())
             if policy in topic.config("cleanup.policy").split(",")
-            for partition in list(topic.partitions)
+            for partition in topic.logs()
         ]
 
     def enforce_retention(self, now_ms: int) -> int:

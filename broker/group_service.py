@@ -130,6 +130,8 @@ class GroupService:
         self._records_since_snapshot = 1
         self._snapshot_written_at = time.monotonic()
         self._snapshotting: trio.Event | None = None  # set once the snapshot being written is done
+        #: False on a cluster node, which loads partitions as it comes to lead them
+        self.snapshots = True
         self._next_ticket = 0
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
@@ -147,10 +149,14 @@ class GroupService:
 
     @classmethod
     def open(cls, config: Any, data_dir: Path, fs: FileSystem = REAL_FS,
-             topics: MetadataImage | None = None, group_configs: GroupConfigs | None = None) -> GroupService:
+             topics: MetadataImage | None = None, group_configs: GroupConfigs | None = None,
+             load: bool = True) -> GroupService:
         """Open the log, load the snapshot and replay the log after it (or all of it), finish loading.
 
         ``group_configs``: the groups' own configs, already replayed from their log.
+        ``load=False`` (a cluster node) opens the log without replaying it: the groups of a
+        partition are loaded when the node comes to lead it, and no snapshot is read or
+        written (it would cover only the partitions led at the time).
         """
         history_retention_ms = config["log.history.retention.ms"]
         coordinator_log = CoordinatorLog(
@@ -158,11 +164,14 @@ class GroupService:
             history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,
         )
         started = time.monotonic()
-        loaded = coordinator_load.load(
-            coordinator_log,
-            lambda: GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics,
-                                          group_configs=group_configs),
-            config["delete.retention.ms"], wall_clock_ms())
+        def new_shard() -> GroupCoordinatorShard:
+            return GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics,
+                                         group_configs=group_configs)
+
+        if load:
+            loaded = coordinator_load.load(coordinator_log, new_shard, config["delete.retention.ms"], wall_clock_ms())
+        else:
+            loaded = coordinator_load.Loaded(new_shard(), {}, None, 0)
         coordinator = loaded.shard
         cleaner = None
         if config["log.cleaner.enable"]:
@@ -176,6 +185,7 @@ class GroupService:
                       commit_timeout_ms=config["offsets.commit.timeout.ms"],
                       history_retention_ms=history_retention_ms, history_check_ms=config["log.cleaner.backoff.ms"])
         service._group_records = loaded.group_records
+        service.snapshots = load
         # With no snapshot loaded there is none that fits the log: write one soon.
         service._records_since_snapshot = loaded.replayed + (loaded.snapshot is None)
         service.apply(coordinator.finish_load(service.clock()))
@@ -522,7 +532,7 @@ class GroupService:
         be written is logged and skipped: the log is the truth, the snapshot only makes
         start-up faster.
         """
-        if self._snapshotting is not None or self.stopped:
+        if self._snapshotting is not None or self.stopped or not self.snapshots:
             return False
         if self.coordinator.offset_manager.pending.any_open():
             # An open transaction's offsets sit before the covered offsets and its marker

@@ -8,6 +8,10 @@ With an authorizer configured, every request passes ``security.access.RULES`` be
 handler runs: the rule for its API may let it through, refuse it with Kafka's error reply,
 narrow it to what the caller may touch (and amend the handler's reply), or close the
 connection. An API without a rule is refused: there is no way around the table.
+
+In a cluster, ``routing`` then decides the same way whether this node serves the request:
+partitions it does not lead and groups it does not coordinate get Kafka's errors
+(``cluster.routing``). A single node has no routing step.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from protocol.schema import Message
 from security.access import RULES
 from security.acl import AclOperation, ResourceType
 from security.authorizer import Authorizer
-from security.gate import Body, Drop, Gate, Refuse, TopicDirectory
+from security.gate import Body, Decision, Drop, Gate, Narrow, Refuse, TopicDirectory
 from security.principal import ANONYMOUS
 
 log = logging.getLogger("kcoord.router")
@@ -39,6 +43,9 @@ request_log = logging.getLogger("kcoord.requests")
 # A handler gets the request and the peer address; it returns a response body, None for
 # no response, or a Slot that fills in later (parked or waiting for durability).
 Handler = Callable[[Request, str], Any]
+
+#: A cluster's routing step: the request's decision (None: this node serves it as it is).
+Routing = Callable[[Request], Decision]
 
 
 @dataclass(slots=True)
@@ -98,6 +105,7 @@ class Router:
                                        else shares_stats_with.errors)
         self.request_logging = request_logging  # one INFO line per request (--request-log)
         self.authorization = authorization
+        self.routing: Routing | None = None
         #: The session of the request being handled (handlers run synchronously inside route).
         self.session = ANONYMOUS_SESSION
         self.register(ApiKey.API_VERSIONS, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
@@ -159,6 +167,18 @@ class Router:
                 return checked
             if checked is not None:
                 request, amend = checked
+        if self.routing is not None:
+            routed = self._route_in_cluster(request, amend)
+            if isinstance(routed, Close):
+                return routed
+            if isinstance(routed, bytes):
+                elapsed = perf_counter() - started
+                stats.latency.observe(elapsed)
+                if self.request_logging:
+                    self.log_request(peer, header.client_id, stats.name, header.api_version,
+                                     header.correlation_id, elapsed, routed)
+                return routed
+            request, amend = routed
         self.session = session
         try:
             body = self.handlers[header.api_key](request, peer)
@@ -211,6 +231,30 @@ class Router:
         if isinstance(decision, Drop):
             return Close(decision.reason)
         return Request(header, request.message, decision.body), decision.amend
+
+    def _route_in_cluster(self, request: Request, amend: Callable[[Body], Body] | None
+                          ) -> Close | bytes | tuple[Request, Callable[[Body], Body] | None]:
+        """The cluster's routing decision: a reply, a close, or the request (narrowed) and its amendment."""
+        assert self.routing is not None
+        decision = self.routing(request)
+        if decision is None:
+            return request, amend
+        header = request.header
+        if isinstance(decision, Refuse):
+            body = decision.body if amend is None else amend(decision.body)
+            return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+        if isinstance(decision, Drop):
+            return Close(decision.reason)
+        assert isinstance(decision, Narrow)
+        routed = decision.amend
+        if routed is None:
+            combined = amend
+        elif amend is None:
+            combined = routed
+        else:
+            outer = amend
+            combined = lambda body: outer(routed(body))  # noqa: E731
+        return Request(header, request.message, decision.body), combined
 
     def finished(self, slot: Slot, peer: str) -> None:
         """A parked or durable-wait reply is ready to send: time it (and log it)."""

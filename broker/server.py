@@ -32,7 +32,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -61,7 +61,11 @@ from storage.fs import REAL_FS, FileSystem
 from storage.layout import lock_file
 
 if TYPE_CHECKING:
+    from broker.app import ClusterMembership
     from broker.http import ExtensionFactory
+
+    #: Builds the cluster membership of this process from its configuration and data directory.
+    ClusterFactory = Callable[[Config, Path], ClusterMembership]
 
 log = logging.getLogger("kcoord.server")
 
@@ -563,7 +567,8 @@ class Server:
             else:
                 listener.advertised = (_reachable(listener.bound[0]), listener.bound[1])
             ctx = BrokerContext(config=self.config, node_id=self.config["node.id"], host=listener.advertised[0],
-                                port=listener.advertised[1], cluster_id=self.config["cluster.id"])
+                                port=listener.advertised[1], cluster_id=self.config["cluster.id"],
+                                listener=spec.name, placement=broker.placement)
             listener.router = broker.router(ctx, request_logging=self.request_logging, shares_stats_with=first)
             first = first or listener.router
         assert first is not None
@@ -674,11 +679,13 @@ class Server:
 
 
 async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen: str | None = None,
-                     http_extension: ExtensionFactory | None = None, request_logging: bool = False) -> None:
+                     http_extension: ExtensionFactory | None = None, request_logging: bool = False,
+                     cluster: ClusterFactory | None = None) -> None:
     """Serve until SIGINT or SIGTERM, then stop gracefully and return.
 
     With ``http_listen``, the HTTP surface (``broker.http``: /metrics, /healthz and what
-    ``http_extension`` adds) is served on that address in the same trio run.
+    ``http_extension`` adds) is served on that address in the same trio run. ``cluster``
+    makes this process a node of a cluster (``cluster.etcd.endpoints``).
     """
     host, port = parse_listen(listen)
     server = Server(config, host, port, data_dir)
@@ -697,7 +704,7 @@ async def run_server(config: Config, listen: str, data_dir: Path, *, http_listen
                  ", the console at /" if http_extension is not None else "")
     # Load before the nursery so a corrupt log is one clear error, not an exception group.
     try:
-        server.broker = Broker.open(config, data_dir)
+        server.broker = Broker.open(config, data_dir, cluster=None if cluster is None else cluster(config, data_dir))
     except OSError as exc:
         raise StorageFailure(f"cannot open the logs in {data_dir}: {exc}") from exc
     async with trio.open_nursery() as nursery:

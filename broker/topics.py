@@ -88,7 +88,8 @@ class Topic:
     topic_id: uuid.UUID
     #: The topic's own overrides (what topics.json keeps), canonical strings.
     configs: dict[str, str]
-    partitions: list[PartitionLog] = field(default_factory=list)
+    #: Each partition's log; None where this node holds none (in a cluster, a partition led elsewhere).
+    partitions: list[PartitionLog | None] = field(default_factory=list)
     #: The broker's topic defaults (log.retention.hours and kin), for configs not overridden.
     defaults: BrokerDefaults = field(default_factory=lambda: BrokerDefaults({}, frozenset()))
 
@@ -98,6 +99,10 @@ class Topic:
 
     def resolved(self, name: str) -> Resolved:
         return resolve(name, self.configs, self.defaults)
+
+    def logs(self) -> list[PartitionLog]:
+        """The logs this node holds (every partition's, on a single node)."""
+        return [log for log in self.partitions if log is not None]
 
     @property
     def policies(self) -> set[str]:
@@ -180,7 +185,9 @@ class TopicCatalog:
         return topic.partitions[index]
 
     def partition_exists(self, name: str, index: int) -> bool:
-        return self.partition(name, index) is not None
+        """The partition exists (in a cluster, wherever its log is)."""
+        topic = self.topics.get(name)
+        return topic is not None and 0 <= index < len(topic.partitions)
 
     def create(
         self,
@@ -238,8 +245,9 @@ class TopicCatalog:
             return None
         self.version += 1
         for index, partition in enumerate(topic.partitions):
-            partition.close()
-            self.fs.remove_tree(partition_dir(self.data_dir, name, index))
+            if partition is not None:
+                partition.close()
+                self.fs.remove_tree(partition_dir(self.data_dir, name, index))
         try:
             self.fs.fsync_directory(self.data_dir)
         except OSError as exc:
@@ -274,7 +282,8 @@ class TopicCatalog:
             return self._stopped_error()
         self.version += 1
         log.info("topic %s grew from %d to %d partitions", name, current, count)
-        starts = {index: topic.partitions[index].log_start_offset for index in range(current, count)}
+        starts = {index: plog.log_start_offset if (plog := topic.partitions[index]) is not None else 0
+                  for index in range(current, count)}
         for listener in self.listeners:
             listener.on_partitions_added(name, starts)
         return ErrorCode.NONE, None
@@ -308,7 +317,7 @@ class TopicCatalog:
             topic.configs = before
             return self._stopped_error()
         segment_bytes = self._segment_bytes(topic.configs)
-        for partition in topic.partitions:
+        for partition in topic.logs():
             partition.segment_bytes = segment_bytes
         changed = sorted(set(before.items()) ^ set(overrides.items()))
         if changed:
@@ -320,10 +329,10 @@ class TopicCatalog:
 
     def flush(self) -> None:
         for topic in self.topics.values():
-            for partition in topic.partitions:
+            for partition in topic.logs():
                 partition.flush()
 
     def close(self) -> None:
         for topic in self.topics.values():
-            for partition in topic.partitions:
+            for partition in topic.logs():
                 partition.close()

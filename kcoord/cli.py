@@ -17,9 +17,14 @@ import admin.cli
 import admin.topics_cli
 import admin.transactions_cli
 import broker.cli
+import cluster.cli
 import pipeline.cli
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from broker.app import ClusterMembership
+    from broker.config import Config
     from broker.http import HttpContext, HttpExtension
 
 
@@ -48,17 +53,25 @@ def console(context: HttpContext) -> HttpExtension:
     return extension(context)
 
 
+def cluster_node(config: Config, data_dir: Path) -> ClusterMembership:
+    """This process as a node of a cluster (imported only when `serve --cluster` starts)."""
+    from cluster.node import ClusterNode
+
+    return ClusterNode(config, data_dir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = BriefParser(
         prog="kcoord", description="A Kafka-compatible group coordinator broker."
     )
     parser.add_argument("--version", action="version", version=f"kcoord {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    broker.cli.register(sub, http_extension=console)
+    broker.cli.register(sub, http_extension=console, cluster=cluster_node)
     admin.topics_cli.register(sub)
     admin.cli.register(sub)
     admin.transactions_cli.register(sub)
     pipeline.cli.register(sub)
+    cluster.cli.register(sub)
     return parser
 
 

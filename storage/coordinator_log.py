@@ -292,36 +292,68 @@ class CoordinatorLog:
         """
         for partition in sorted(self._logs):
             plog = self._logs[partition]
-            offset = plog.log_start_offset if start is None else start[partition]
-            first = offset
-            end = plog.next_offset
-            while offset < end:
-                chunk = plog.read_raw(offset, REPLAY_CHUNK)
-                if not chunk:
-                    break
-                for pos, header in walk_bytes(chunk, verify_crc=False):
-                    raw = memoryview(chunk)[pos : pos + header.size]
-                    try:
+            yield from self._replay_log(partition, plog, plog.log_start_offset if start is None else start[partition],
+                                        transactions)
+
+    def replay_partition(self, partition: int, transactions: TransactionalReplay | None = None
+                         ) -> Iterator[tuple[bytes, bytes | None, int]]:
+        """``replay`` of one partition (a cluster node loading a partition it now leads)."""
+        plog = self._logs.get(partition)
+        if plog is not None:
+            yield from self._replay_log(partition, plog, plog.log_start_offset, transactions)
+
+    def _replay_log(self, partition: int, plog: PartitionLog, first: int, transactions: TransactionalReplay | None
+                    ) -> Iterator[tuple[bytes, bytes | None, int]]:
+        offset = first
+        end = plog.next_offset
+        while offset < end:
+            chunk = plog.read_raw(offset, REPLAY_CHUNK)
+            if not chunk:
+                break
+            for pos, header in walk_bytes(chunk, verify_crc=False):
+                raw = memoryview(chunk)[pos : pos + header.size]
+                try:
+                    records = iter_records(raw)
+                    if header.attributes & _TXN_OR_CONTROL:
+                        self._replay_transactional(partition, plog, header, records, transactions)
+                        if transactions is not None or header.is_control:
+                            offset = header.base_offset + header.last_offset_delta + 1
+                            continue
                         records = iter_records(raw)
-                        if header.attributes & _TXN_OR_CONTROL:
-                            self._replay_transactional(partition, plog, header, records, transactions)
-                            if transactions is not None or header.is_control:
-                                offset = header.base_offset + header.last_offset_delta + 1
-                                continue
-                            records = iter_records(raw)
-                        for record_offset, timestamp, key, value in records:
-                            if record_offset < first:
-                                continue  # a batch that began before the start
-                            if key is None:
-                                raise CorruptLogError(
-                                    f"{plog.directory}: record at offset {record_offset} has no key"
-                                )
-                            yield key, value, timestamp
-                    except RecordBatchError as exc:
-                        raise CorruptLogError(
-                            f"{plog.directory}: batch at offset {header.base_offset} cannot be replayed: {exc}"
-                        ) from None
-                    offset = header.base_offset + header.last_offset_delta + 1
+                    for record_offset, timestamp, key, value in records:
+                        if record_offset < first:
+                            continue  # a batch that began before the start
+                        if key is None:
+                            raise CorruptLogError(
+                                f"{plog.directory}: record at offset {record_offset} has no key"
+                            )
+                        yield key, value, timestamp
+                except RecordBatchError as exc:
+                    raise CorruptLogError(
+                        f"{plog.directory}: batch at offset {header.base_offset} cannot be replayed: {exc}"
+                    ) from None
+                offset = header.base_offset + header.last_offset_delta + 1
+
+    # --- partitions that come and go (a cluster node) ---------------------------------
+
+    def open_partition(self, partition: int) -> PartitionLog:
+        """Open (and recover) a partition's directory, e.g. one just copied from another node."""
+        with self._lock:
+            plog = self._logs.get(partition)
+            if plog is None:
+                plog = self._logs[partition] = self._open_partition(partition)
+            return plog
+
+    def drop_partition(self, partition: int) -> None:
+        """Close a partition and delete its directory: another node holds it now."""
+        with self._lock:
+            plog = self._logs.pop(partition, None)
+        if plog is not None:
+            plog.close()
+        directory = coordinator_partition_dir(self.data_dir, partition)
+        if self.fs.exists(directory):
+            self.fs.remove_tree(directory)
+            self.fs.fsync_directory(self.data_dir)
 
     @staticmethod
     def _replay_transactional(partition: int, plog: PartitionLog, header: BatchHeader, records: Iterator[

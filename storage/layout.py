@@ -99,6 +99,7 @@ SWAP_SUFFIX = ".swap"
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _TEMP_NAME = re.compile(r"^(\d{20})\.log(\.cleaned|\.swap)$")
+REPLICA_COPIES_DIR = "replica-copies"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -168,6 +169,11 @@ def security_partition_dir(data_dir: Path) -> Path:
 
 def group_configs_partition_dir(data_dir: Path) -> Path:
     return partition_dir(data_dir, GROUP_CONFIGS_TOPIC, 0)
+
+
+def replica_copy_dir(data_dir: Path, topic: str, partition: int) -> Path:
+    """Where a cluster node copies a partition's log from its leader before taking it over."""
+    return Path(data_dir) / REPLICA_COPIES_DIR / f"{topic}-{partition}"
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

@@ -156,6 +156,26 @@ def test_broker_does_not_import_pipeline() -> None:
     assert not offending, "broker/ imports pipeline/:\n" + "\n".join("  " + edge for edge in offending)
 
 
+def test_broker_does_not_import_cluster() -> None:
+    """The cluster plugs into the broker (broker.app.ClusterMembership); the broker knows no etcd."""
+    graph = import_graph(REPO)
+    offending = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items() if in_package(module, "broker")
+        for target in targets if in_package(target, "cluster")
+    )
+    assert not offending, "broker/ imports cluster/:\n" + "\n".join("  " + edge for edge in offending)
+
+
+def test_only_cluster_etcd_speaks_to_etcd() -> None:
+    """Nothing but cluster/etcd.py uses the HTTP client that talks to etcd's gateway."""
+    speakers = sorted(
+        module for module, path in module_files(REPO, project_packages(REPO)).items()
+        if "httpx" in imported_names(module, path)
+    )
+    assert speakers == ["cluster.etcd"], speakers
+
+
 def test_coordinator_modules_are_short() -> None:
     too_long = {
         str(path.relative_to(REPO)): n

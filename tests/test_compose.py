@@ -489,8 +489,8 @@ def test_docker_compose_config_accepts_the_file() -> None:
 def test_every_stage_starts_from_the_python_image_argument_and_the_broker_is_the_default(
     stages: dict[str, Stage],
 ) -> None:
-    assert list(stages) == ["deps", "deps-demo", "deps-pipeline", "sources", "venv-broker", "venv-demo",
-                            "venv-pipeline", "runtime", "demo", "pipeline", "broker"]
+    assert list(stages) == ["deps", "deps-demo", "deps-pipeline", "deps-etcd", "sources", "venv-broker", "venv-demo",
+                            "venv-pipeline", "runtime", "demo", "pipeline", "etcd", "broker"]
     for name, stage in stages.items():
         # by default the public Python image; a local base through the build argument
         assert stage.base == ("scratch" if name == "sources" else "python:3.11-slim-bookworm"), name

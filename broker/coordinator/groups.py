@@ -11,10 +11,11 @@ itself (``validate_offset_commit``, ``is_subscribed_to_topic``...).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from broker.coordinator.classic.group import GROUP_OPERATIONS, ClassicGroup
 from broker.coordinator.classic.manager import ClassicGroupManager
+from broker.coordinator.classic.rebalance import join_error, sync_reply
 from broker.coordinator.classic.state import ClassicGroupState
 from broker.coordinator.config import CoordinatorConfig
 from broker.coordinator.effects import Effects
@@ -101,13 +102,32 @@ class GroupMetadataManager:
             existing = self.groups[group_id] = ConsumerGroup(group_id)
         apply_record(existing, record)
 
-    def on_loaded(self, offset_groups: list[str], now: int, fx: Effects) -> None:
-        """After replay: groups known only by their offsets exist (Empty, simple), then each type loads."""
+    def on_loaded(self, offset_groups: list[str], now: int, fx: Effects, only: Collection[str] | None = None) -> None:
+        """After replay: groups known only by their offsets exist (Empty, simple), then each type loads.
+
+        ``only``: the groups just loaded, when a cluster node takes over a coordinator partition.
+        """
         for group_id in offset_groups:
-            if group_id not in self.groups:
+            if group_id not in self.groups and (only is None or group_id in only):
                 self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)
-        self.classic.on_loaded(now, fx)
-        self.consumer.on_loaded(now)
+        self.classic.on_loaded(now, fx, only)
+        self.consumer.on_loaded(now, only)
+
+    def unload(self, group_ids: Collection[str], fx: Effects) -> None:
+        """Kafka's onUnloaded: another node coordinates these groups now. Parked requests are
+        answered NOT_COORDINATOR (their clients look the coordinator up again) and the groups
+        leave memory; nothing is written."""
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if isinstance(group, ClassicGroup):
+                for member in group.members.values():
+                    if member.join_ticket is not None:
+                        fx.reply(member.join_ticket, join_error(E.NOT_COORDINATOR, member.member_id))
+                        member.join_ticket = None
+                    if member.sync_ticket is not None:
+                        fx.reply(member.sync_ticket, sync_reply(E.NOT_COORDINATOR))
+                        member.sync_ticket = None
+        self.consumer.forget(group_ids)
 
     # ------------------------------------------------------------------ classic requests, to either type
 

@@ -15,7 +15,7 @@ holds the groups' own configs and applies the offset reset policies they choose
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from broker.coordinator.config import CoordinatorConfig
 from broker.coordinator.effects import Effects
@@ -179,6 +179,31 @@ class GroupCoordinatorShard:
         fx = self.effects()
         groups = list(dict.fromkeys(self.offsets.group_ids() + self.offset_manager.pending.group_ids()))
         self.group_manager.on_loaded(groups, now, fx)
+        return fx
+
+    def load_groups(self, records: Iterable[tuple[bytes, bytes | None]], now: int) -> tuple[Effects, set[str]]:
+        """Take over the groups of a coordinator partition: replay its records, then finish
+        loading those groups only (a cluster node that now leads the partition)."""
+        loaded: set[str] = set()
+        for key, value in records:
+            record = decode(key, value)
+            if record is None:
+                continue
+            self.replay(record)
+            loaded.add(record.group_id)
+        fx = self.effects()
+        self.group_manager.on_loaded(self.offsets.group_ids(), now, fx, only=loaded)
+        return fx, loaded
+
+    def unload_groups(self, group_ids: Collection[str]) -> Effects:
+        """Give up groups another node coordinates now (Kafka's onUnloaded): their parked requests
+        get NOT_COORDINATOR, and they and their offsets leave memory; nothing is written."""
+        fx = Effects()
+        self.group_manager.unload(group_ids, fx)
+        offsets = self.offsets
+        for group_id in group_ids:
+            for topic, partition in offsets.partitions_of(group_id):
+                offsets.delete(group_id, topic, partition)
         return fx
 
     # ------------------------------------------------------------------ timers

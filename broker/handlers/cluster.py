@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from broker.context import BrokerContext
+from broker.placement import SingleNodePlacement
 from protocol.api_keys import ApiKey
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -54,13 +55,23 @@ def handle_api_versions(
 
 
 def _coordinator(ctx: BrokerContext, key: str, key_type: int) -> dict[str, Any]:
-    """This broker coordinates every group and every transactional id."""
+    """A group's coordinator is where the placement puts it; a transactional id's is this
+    broker when it is the whole cluster (a cluster does not coordinate transactions yet:
+    docs/cluster.md)."""
+    if key_type == KEY_TYPE_TRANSACTION and not isinstance(ctx.placement, SingleNodePlacement):
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                "error_message": "transactions are not coordinated by a kcoord cluster yet"}
     if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        found = ctx.placement.group_coordinator(key, ctx.listener, ctx.me)
+        if found.endpoint is None:
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(found.error),
+                    "error_message": None}
         return {
             "key": key,
-            "node_id": ctx.node_id,
-            "host": ctx.host,
-            "port": ctx.port,
+            "node_id": found.endpoint.node_id,
+            "host": found.endpoint.host,
+            "port": found.endpoint.port,
             "error_code": 0,
             "error_message": None,
         }
@@ -94,9 +105,9 @@ def handle_describe_cluster(ctx: BrokerContext, request: Request, authorizer_ena
     body = request.body
     version = request.header.api_version
     answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-                              "cluster_id": ctx.cluster_id, "controller_id": ctx.node_id,
-                              "brokers": [{"broker_id": ctx.node_id, "host": ctx.host, "port": ctx.port,
-                                           "rack": None}],
+                              "cluster_id": ctx.cluster_id, "controller_id": ctx.placement.controller_id(ctx.me),
+                              "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                                          for b in ctx.placement.brokers(ctx.listener, ctx.me)],
                               "cluster_authorized_operations": INT32_MIN}
     endpoint_type = body.get("endpoint_type", 1)
     if endpoint_type != 1:

@@ -15,19 +15,21 @@ INT32_MIN = -2147483648
 
 
 def _partitions(ctx: BrokerContext, topic: Topic) -> list[dict[str, Any]]:
-    node = ctx.node_id
-    return [
-        {
-            "error_code": 0,
+    placement = ctx.placement
+    me = ctx.me
+    out = []
+    for index in range(len(topic.partitions)):
+        where = placement.partition(topic.name, index, me)
+        out.append({
+            "error_code": int(where.error),
             "partition_index": index,
-            "leader_id": node,
-            "leader_epoch": 0,
-            "replica_nodes": [node],
-            "isr_nodes": [node],
-            "offline_replicas": [],
-        }
-        for index in range(len(topic.partitions))
-    ]
+            "leader_id": where.leader_id,
+            "leader_epoch": where.leader_epoch,
+            "replica_nodes": list(where.replicas),
+            "isr_nodes": list(where.isr),
+            "offline_replicas": list(where.offline),
+        })
+    return out
 
 
 def _described(ctx: BrokerContext, topic: Topic) -> dict[str, Any]:
@@ -84,9 +86,10 @@ def handle_metadata(ctx: BrokerContext, catalog: TopicCatalog, request: Request)
                 topics.append(_described(ctx, topic))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}],
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in ctx.placement.brokers(ctx.listener, ctx.me)],
         "cluster_id": ctx.cluster_id,
-        "controller_id": ctx.node_id,
+        "controller_id": ctx.placement.controller_id(ctx.me),
         "topics": topics,
         "cluster_authorized_operations": INT32_MIN,
     }

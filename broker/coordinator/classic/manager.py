@@ -12,6 +12,7 @@ when the leader's assignment arrives, and when a static member is replaced in a 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from broker.coordinator.classic.group import ClassicGroup, ClassicMember
 from broker.coordinator.classic.rebalance import PENDING, ClassicRebalancer, join_error, sync_reply
@@ -321,9 +322,13 @@ class ClassicGroupManager(ClassicRebalancer):
 
     # ------------------------------------------------------------------ load
 
-    def on_loaded(self, now: int, fx: Effects) -> None:
-        """After replay: member session timers restart, groups over group.max.size rebalance."""
-        for group in [g for g in self.groups.values() if isinstance(g, ClassicGroup)]:
+    def on_loaded(self, now: int, fx: Effects, only: Collection[str] | None = None) -> None:
+        """After replay: member session timers restart, groups over group.max.size rebalance.
+
+        ``only``: the groups just loaded (a coordinator partition a cluster node took over).
+        """
+        loaded = self.groups.values() if only is None else [self.groups[g] for g in only if g in self.groups]
+        for group in [g for g in loaded if isinstance(g, ClassicGroup)]:
             for member in group.members.values():
                 self.touch(group, member, now)
             if group.size > self.config.max_size:

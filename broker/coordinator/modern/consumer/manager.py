@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from broker.coordinator.assignor import ASSIGNORS
 from broker.coordinator.config import CoordinatorConfig
@@ -541,10 +541,20 @@ class ConsumerGroupManager:
 
     # ------------------------------------------------------------------ load
 
-    def on_loaded(self, now: int) -> None:
+    def forget(self, group_ids: Collection[str]) -> None:
+        """These groups left this coordinator (unloaded): drop their timers' bookkeeping."""
+        gone = set(group_ids)
+        for key in [k for k in self.sessions if k[0] in gone]:
+            del self.sessions[key]
+        for key in [k for k in self.revocations if k[0] in gone]:
+            del self.revocations[key]
+        for group_id in gone:
+            self.assignments_due.pop(group_id, None)
+
+    def on_loaded(self, now: int, only: Collection[str] | None = None) -> None:
         """After replay: every member's session starts now, revocations are timed again, and a
-        group whose epoch is ahead of its target gets one."""
-        for group in self.groups.values():
+        group whose epoch is ahead of its target gets one. ``only``: the groups just loaded."""
+        for group in self.groups.values() if only is None else [self.groups[g] for g in only if g in self.groups]:
             if not isinstance(group, ConsumerGroup):
                 continue
             if group.group_epoch > group.assignment_epoch and group.members:

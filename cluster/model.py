@@ -1,0 +1,268 @@
+"""The cluster's state as etcd holds it, and the image each node keeps of it. Sans-IO.
+
+Every key lives under ``/kcoord/<cluster.name>/``:
+
+- ``meta``: the cluster id, written once by the first node;
+- ``nodes/<id>``: a live node (its listeners and rack), attached to the node's lease, so it
+  disappears when the node stops renewing it;
+- ``controller``: the node elected controller, attached to its lease;
+- ``topics/<name>``: a topic (id, partition count, config overrides); ``__consumer_offsets``
+  is one too, with ``offsets.topic.num.partitions`` partitions;
+- ``assignments/<topic>/<p>``: where a partition lives (Kafka's replica assignment, with
+  KIP-455's adding and removing replicas while it moves);
+- ``leaders/<topic>/<p>``: who leads the partition, attached to the leader's lease. It is
+  written only when leadership changes, so its mod revision is the leader epoch; it
+  disappears with the leader's lease.
+
+Replication (ISR) will add its own key per partition, so that ISR changes never move the
+leader epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+COORDINATOR_TOPIC = "__consumer_offsets"
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A registered node: where each of its listeners is reachable, and its rack."""
+
+    node_id: int
+    listeners: dict[str, tuple[str, int]]
+    rack: str | None = None
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """The node's address on ``listener``, else on its first listener."""
+        found = self.listeners.get(listener)
+        if found is None and self.listeners:
+            found = next(iter(self.listeners.values()))
+        return found
+
+    def encode(self) -> bytes:
+        return json.dumps({"id": self.node_id, "rack": self.rack,
+                           "listeners": {name: [host, port] for name, (host, port) in self.listeners.items()}
+                           }, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> NodeInfo:
+        data = json.loads(raw)
+        return cls(int(data["id"]), {name: (str(h), int(p)) for name, (h, p) in data["listeners"].items()},
+                   data.get("rack"))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps({"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs},
+                          sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, name: str, raw: bytes) -> TopicInfo:
+        data = json.loads(raw)
+        return cls(name, uuid.UUID(data["id"]), int(data["partitions"]), dict(data.get("configs", {})))
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A partition's replicas, as Kafka's PartitionRegistration keeps them (KIP-455).
+
+    While it moves, ``replicas`` holds the old and the new replicas together; ``adding`` are
+    the new ones still copying, ``removing`` the old ones that go once the move completes.
+    """
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def moving(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas once any move completes."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def preferred_leader(self) -> int:
+        """The first replica holding the whole log: the one that may lead."""
+        for replica in self.replicas:
+            if replica not in self.adding:
+                return replica
+        return -1
+
+    def encode(self) -> bytes:
+        data: dict[str, Any] = {"replicas": list(self.replicas)}
+        if self.adding:
+            data["adding"] = list(self.adding)
+        if self.removing:
+            data["removing"] = list(self.removing)
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Assignment:
+        data = json.loads(raw)
+        return cls(tuple(data["replicas"]), tuple(data.get("adding", ())), tuple(data.get("removing", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """The partition's leader and its epoch: the mod revision of its ``leaders/`` key."""
+
+    leader: int
+    epoch: int
+
+    @staticmethod
+    def encode(leader: int) -> bytes:
+        return json.dumps({"leader": leader}).encode()
+
+
+class Keys:
+    """The key of every piece of cluster state, under one cluster's prefix."""
+
+    def __init__(self, cluster_name: str) -> None:
+        self.prefix = f"/kcoord/{cluster_name}/"
+        self.meta = self.prefix + "meta"
+        self.controller = self.prefix + "controller"
+
+    def node(self, node_id: int) -> str:
+        return f"{self.prefix}nodes/{node_id}"
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}topics/{name}"
+
+    def assignment(self, topic: str, partition: int) -> str:
+        return f"{self.prefix}assignments/{topic}/{partition}"
+
+    def leader(self, topic: str, partition: int) -> str:
+        return f"{self.prefix}leaders/{topic}/{partition}"
+
+    def parse(self, key: str) -> tuple[str, tuple[str, ...]]:
+        """(kind, the rest of the path) of a key under the prefix; ("", ()) for others."""
+        if not key.startswith(self.prefix):
+            return "", ()
+        parts = key[len(self.prefix):].split("/")
+        return parts[0], tuple(parts[1:])
+
+
+@dataclass
+class ClusterImage:
+    """What a node knows of etcd's state, as of ``revision``: applied from a read, then a watch.
+
+    ``revisions`` keeps every key's mod revision, for compare-and-set writes.
+    """
+
+    keys: Keys
+    revision: int = 0
+    cluster_id: str | None = None
+    nodes: dict[int, NodeInfo] = field(default_factory=dict)
+    node_leases: dict[int, int] = field(default_factory=dict)
+    controller: int | None = None
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    assignments: dict[TopicPartition, Assignment] = field(default_factory=dict)
+    leaders: dict[TopicPartition, Leadership] = field(default_factory=dict)
+    revisions: dict[str, int] = field(default_factory=dict)
+    #: The revision each deleted key was deleted at, so an older change to it is not applied.
+    deleted: dict[str, int] = field(default_factory=dict)
+    #: Grows on every change applied: what a listener compares to know something moved.
+    version: int = 0
+
+    def clear(self) -> None:
+        self.cluster_id = None
+        self.controller = None
+        for table in (self.nodes, self.node_leases, self.topics, self.assignments, self.leaders, self.revisions,
+                      self.deleted):
+            table.clear()
+
+    def load(self, revision: int, items: Iterable[tuple[str, bytes, int, int]]) -> None:
+        """Replace everything with a full read: ``(key, value, mod revision, lease)`` items."""
+        self.clear()
+        for key, value, mod_revision, lease in items:
+            self.apply(key, value, mod_revision, lease)
+        self.revision = revision
+        self.version += 1
+
+    def apply(self, key: str, value: bytes | None, mod_revision: int, lease: int = 0) -> None:
+        """One put (``value``) or delete (None), unless the image already holds a newer change
+        of the key: a node applies its own write when etcd answers it, and its watch may have
+        brought a later change of the same key first (a new leader's claim after a handover)."""
+        kind, rest = self.keys.parse(key)
+        if mod_revision < self.revisions.get(key, self.deleted.get(key, 0)):
+            return
+        if value is None:
+            self.revisions.pop(key, None)
+            self.deleted[key] = mod_revision
+        else:
+            self.revisions[key] = mod_revision
+            self.deleted.pop(key, None)
+        self.revision = max(self.revision, mod_revision)
+        self.version += 1
+        try:
+            self._apply(kind, rest, value, mod_revision, lease)
+        except (ValueError, KeyError, TypeError):
+            pass  # a value this version cannot read is ignored, never fatal
+
+    def _apply(self, kind: str, rest: tuple[str, ...], value: bytes | None, mod_revision: int, lease: int) -> None:
+        if kind == "meta":
+            self.cluster_id = None if value is None else json.loads(value)["cluster_id"]
+        elif kind == "controller":
+            self.controller = None if value is None else int(json.loads(value)["id"])
+        elif kind == "nodes" and len(rest) == 1:
+            node_id = int(rest[0])
+            if value is None:
+                self.nodes.pop(node_id, None)
+                self.node_leases.pop(node_id, None)
+            else:
+                self.nodes[node_id] = NodeInfo.decode(value)
+                self.node_leases[node_id] = lease
+        elif kind == "topics" and len(rest) == 1:
+            if value is None:
+                self.topics.pop(rest[0], None)
+            else:
+                self.topics[rest[0]] = TopicInfo.decode(rest[0], value)
+        elif kind == "assignments" and len(rest) == 2:
+            tp = (rest[0], int(rest[1]))
+            if value is None:
+                self.assignments.pop(tp, None)
+            else:
+                self.assignments[tp] = Assignment.decode(value)
+        elif kind == "leaders" and len(rest) == 2:
+            tp = (rest[0], int(rest[1]))
+            if value is None:
+                self.leaders.pop(tp, None)
+            else:
+                self.leaders[tp] = Leadership(int(json.loads(value)["leader"]), mod_revision)
+
+    # ---------------------------------------------------------------- questions
+
+    def live(self, node_id: int) -> bool:
+        return node_id in self.nodes
+
+    def leader_of(self, tp: TopicPartition) -> Leadership | None:
+        """The partition's leader if it has one and that node is alive."""
+        leadership = self.leaders.get(tp)
+        if leadership is None or leadership.leader not in self.nodes:
+            return None
+        return leadership
+
+    def partitions(self) -> Iterator[TopicPartition]:
+        for name, topic in self.topics.items():
+            for index in range(topic.partitions):
+                yield name, index
+
+    def revision_of(self, key: str) -> int:
+        """A key's mod revision; 0 when it does not exist (etcd's "absent")."""
+        return self.revisions.get(key, 0)

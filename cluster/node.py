@@ -1,0 +1,870 @@
+"""A kcoord process as a cluster node: the trio shell over ``cluster``'s sans-IO core.
+
+The node registers itself in etcd under a lease and keeps the lease alive; keeps an image
+of the cluster's keys (one read, then a watch); takes part in the controller election;
+and, whenever the image changes, compares what it should be for each partition
+(``cluster.roles``) with what it does, and changes course: claims leadership, loads or
+unloads the groups of a coordinator partition, copies a log from a leader, hands a
+partition over, or drops data it no longer holds.
+
+Requests reach the services as on a single node, through the router's routing step
+(``cluster.routing``), which asks ``Serving``: a partition is served only while this node
+leads it, has loaded it, is not handing it over, and its lease is valid by its own clock.
+
+The broker's composition root (``broker.app``) calls the hooks ``open_catalog``,
+``attach``, ``register``, ``run``, ``close`` and ``collectors``; nothing in ``broker/``
+imports this package.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker.config import Config
+from broker.context import BrokerContext
+from broker.metrics import Collector, Family, counter, gauge
+from broker.placement import Placement
+from broker.router import Router
+from broker.slots import Slot
+from broker.topics import TopicCatalog
+from cluster import assignment as rules
+from cluster.catalog import ClusterCatalog, Intent
+from cluster.etcd import Compare, Delete, DeletePrefix, EtcdClient, EtcdError, EtcdUnavailable, Put
+from cluster.fencing import LeaseClock
+from cluster.handover import Handover, Step
+from cluster.model import (
+    COORDINATOR_TOPIC,
+    ClusterImage,
+    Keys,
+    Leadership,
+    NodeInfo,
+    TopicInfo,
+    TopicPartition,
+)
+from cluster.replica import ReplicaClient
+from cluster.roles import Role, handover_target, roles
+from cluster.routing import decide
+from cluster.view import ClusterPlacement, ListenerDirectory, Serving
+from protocol.api_keys import ApiKey
+from protocol.codec import Request, encode_response
+from protocol.consumer_offsets import partition_for
+from protocol.errors import ErrorCode
+from storage.fs import REAL_FS, FileSystem
+from storage.layout import (
+    REPLICA_COPIES_DIR,
+    coordinator_partition_dir,
+    parse_partition_dir,
+    partition_dir,
+    replica_copy_dir,
+)
+from storage.partition import PartitionLog
+from storage.replica_copy import CopySource, LogCopy
+
+log = logging.getLogger("kcoord.cluster")
+
+#: Producer ids are unique in the cluster: each node hands out ``local id * stride + node id``.
+PRODUCER_ID_STRIDE = 1 << 20
+#: How often the node looks again without a change (handover timeouts, lease expiry).
+RECHECK_S = 0.25
+#: Etcd transactions are kept well below etcd's --max-txn-ops (128).
+TXN_BATCH = 50
+#: How long CreateTopics waits for the new partitions' leaders before answering anyway.
+CREATE_WAIT_S = 5.0
+
+
+class ClusterNode:
+    """One node of a kcoord cluster."""
+
+    def __init__(self, config: Config, data_dir: Path, fs: FileSystem = REAL_FS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.data_dir = Path(data_dir)
+        self.fs = fs
+        self.clock = clock
+        self.node_id: int = config["node.id"]
+        self.keys = Keys(config["cluster.name"])
+        self.endpoints = [e.strip() for e in config["cluster.etcd.endpoints"].split(",") if e.strip()]
+        self.etcd = EtcdClient(self.endpoints)
+        self.image = ClusterImage(self.keys)
+        self.lease = LeaseClock()
+        self.ttl_s = max(2, math.ceil(config["broker.session.timeout.ms"] / 1000))
+        self.heartbeat_s = config["broker.heartbeat.interval.ms"] / 1000
+        self.handover_timeout_s = config["cluster.handover.timeout.ms"] / 1000
+        self.rebalance = config["cluster.rebalance.enable"]
+        self.rebalance_delay_s = config["cluster.rebalance.delay.ms"] / 1000
+        self.max_moves: int = config["cluster.rebalance.max.moves"]
+        self.offsets_partitions: int = config["offsets.topic.num.partitions"]
+        self.rack: str | None = config["broker.rack"] or None
+        self.inter_broker: str | None = config["inter.broker.listener.name"] or None
+        self.serving = Serving(self.lease, clock=clock)
+        self.placement: Placement = ClusterPlacement(self.image, self.offsets_partitions)
+        self.listeners: dict[str, tuple[str, int]] = {}
+        self.handovers: dict[TopicPartition, Handover] = {}
+        self.copies: dict[TopicPartition, trio.CancelScope] = {}
+        self.busy: set[TopicPartition] = set()  # a claim or a load is under way
+        self.staged: set[TopicPartition] = set()  # copies on disk
+        self.catalog: ClusterCatalog | None = None
+        self.broker: Any = None
+        self._nursery: trio.Nursery | None = None
+        #: The revision up to which etcd has shown this node every change (a full read, then the watch).
+        self._seen = 0
+        self._changed = trio.Event()
+        self._controller_changed = trio.Event()
+        self._synced_version = -1
+        self._swept = False
+        self._live_since = (frozenset[int](), 0.0)
+        # Metrics, read at scrape time.
+        self.moves_in = 0
+        self.moves_out = 0
+        self.lease_losses = 0
+        self.claims = 0
+        self.handovers_aborted = 0
+
+    # ================================================================ hooks of the composition root
+
+    def open_catalog(self, data_dir: Path, config: Config, fs: FileSystem) -> TopicCatalog:
+        self.catalog = ClusterCatalog(data_dir, config, fs)
+        return self.catalog
+
+    def attach(self, broker: Any) -> None:
+        """The services are built: keep them (the group service, the data service)."""
+        self.broker = broker
+
+    def register(self, router: Router, ctx: BrokerContext) -> None:
+        """Route this listener's requests through the cluster, and add the cluster's handlers."""
+        self.listeners[ctx.listener] = (ctx.host, ctx.port)
+        directory = ListenerDirectory(self.image, self.serving, self.offsets_partitions, ctx.listener)
+        router.routing = lambda request: decide(request.header.api_key, request.header.api_version,
+                                                request.body, directory)
+        data_fetch = router.handlers[ApiKey.FETCH]
+        router.register(ApiKey.FETCH, lambda r, peer: self._replica_fetch(r) if r.body.get("replica_id", -1) >= 0
+                        else data_fetch(r, peer))
+        init_producer_id = router.handlers[ApiKey.INIT_PRODUCER_ID]
+        router.register(ApiKey.INIT_PRODUCER_ID, lambda r, peer: self._cluster_producer_id(r, init_producer_id(r, peer)))
+        from broker.handlers import topics as topic_handlers
+
+        catalog = self.catalog
+        assert catalog is not None
+        # Catalogue changes become etcd writes; the coordinator hears of them on the watch.
+        router.register(ApiKey.DELETE_TOPICS, lambda r, _: topic_handlers.handle_delete_topics(ctx, catalog, r))
+        router.register(ApiKey.CREATE_PARTITIONS,
+                        lambda r, _: topic_handlers.handle_create_partitions(ctx, catalog, r))
+        for api in (ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                    ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            router.register(api, self._committing(router.handlers[api]))
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Join the cluster (waiting for etcd as long as it takes), then keep the node's part."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._find_staged()
+            await self._join()
+            nursery.start_soon(self._keep_alive)
+            nursery.start_soon(self._watch)
+            nursery.start_soon(self._reconcile_loop)
+            nursery.start_soon(self._controller_loop)
+            log.info("node %d joined cluster %s (etcd %s)", self.node_id, self.config["cluster.name"],
+                     ",".join(self.endpoints))
+            task_status.started()
+
+    async def close(self) -> None:
+        """Leave: end the lease, so leadership goes at once rather than when it would expire."""
+        if self._nursery is not None:
+            # Stop the node's tasks first: the lease renewal would otherwise find the lease
+            # revoked below and register again, with the client closed below.
+            self._nursery.cancel_scope.cancel()
+        lease_id = self.lease.lease_id
+        self.lease.lost()
+        if lease_id:
+            with trio.move_on_after(2), trio.CancelScope(shield=True):
+                try:
+                    await self.etcd.revoke(lease_id)
+                except EtcdUnavailable:
+                    pass
+        with trio.CancelScope(shield=True):
+            await self.etcd.aclose()
+
+    def collectors(self) -> list[Collector]:
+        return [self.metrics]
+
+    def metrics(self) -> list[Family]:
+        now = self.clock()
+        return [
+            gauge("kcoord_cluster_lease_valid", "1 while this node's etcd lease is valid by its own clock.",
+                  int(self.lease.valid(now))),
+            gauge("kcoord_cluster_lease_remaining_seconds", "Seconds this node may still rely on its lease.",
+                  self.lease.remaining(now)),
+            gauge("kcoord_cluster_controller", "1 on the elected controller.", int(self.image.controller == self.node_id)),
+            gauge("kcoord_cluster_live_nodes", "Nodes registered in etcd.", len(self.image.nodes)),
+            gauge("kcoord_cluster_partitions_led", "Partitions (__consumer_offsets included) this node leads.",
+                  len(self.serving.led)),
+            gauge("kcoord_cluster_partitions_copying", "Partitions this node copies from their leader.",
+                  len(self.copies)),
+            counter("kcoord_cluster_moves_in_total", "Partitions this node took over after copying them.",
+                    self.moves_in),
+            counter("kcoord_cluster_moves_out_total", "Partitions this node handed over.", self.moves_out),
+            counter("kcoord_cluster_handovers_aborted_total", "Handovers that timed out or failed.",
+                    self.handovers_aborted),
+            counter("kcoord_cluster_lease_losses_total", "Times etcd no longer had this node's lease.",
+                    self.lease_losses),
+            counter("kcoord_cluster_leadership_claims_total", "Partitions whose leadership this node claimed.",
+                    self.claims),
+        ]
+
+    # ================================================================ membership
+
+    def _node_info(self) -> NodeInfo:
+        return NodeInfo(self.node_id, dict(self.listeners), self.rack)
+
+    async def _join(self) -> None:
+        warned = False
+        while True:
+            try:
+                await self._register()
+                await self._load_image()
+                return
+            except EtcdUnavailable as exc:
+                if not warned:
+                    log.warning("waiting for etcd (%s): %s", ",".join(self.endpoints), exc)
+                    warned = True
+                await trio.sleep(0.5)
+
+    async def _register(self) -> None:
+        """A new lease, and this node's key under it; waits while another process holds the id."""
+        key = self.keys.node(self.node_id)
+        waited = False
+        while True:
+            sent = self.clock()
+            lease_id, ttl = await self.etcd.grant(self.ttl_s)
+            result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, self._node_info().encode(), lease_id)])
+            if result.succeeded:
+                self.lease.granted(lease_id, ttl, sent)
+                break
+            await self.etcd.revoke(lease_id)
+            if not waited:
+                log.warning("node id %d is registered by another process (or this one's previous run); "
+                            "waiting for its lease to end", self.node_id)
+                waited = True
+            await trio.sleep(0.5)
+        await self.etcd.txn([Compare(self.keys.meta, "CREATE", 0)],
+                            [Put(self.keys.meta, json.dumps({"cluster_id": self.config["cluster.id"]}).encode())])
+        log.info("node %d registered (lease %x, %ds)", self.node_id, self.lease.lease_id, ttl)
+
+    async def _load_image(self) -> None:
+        snapshot = await self.etcd.get_prefix(self.keys.prefix)
+        self.image.load(snapshot.revision, [(kv.key, kv.value, kv.mod_revision, kv.lease) for kv in snapshot.kvs])
+        self._seen = snapshot.revision
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._controller_changed.set()
+
+    async def _keep_alive(self) -> None:
+        failing = False
+        while True:
+            await trio.sleep(self.heartbeat_s if not failing else min(self.heartbeat_s, 0.5))
+            sent = self.clock()
+            try:
+                ttl = await self.etcd.keep_alive(self.lease.lease_id) if self.lease.lease_id else 0
+            except EtcdUnavailable as exc:
+                if not failing:
+                    log.warning("etcd does not answer (%s); this node serves what it leads for %.1fs more",
+                                exc, self.lease.remaining(self.clock()))
+                failing = True
+                self._changed.set()
+                continue
+            if failing:
+                log.info("etcd answers again")
+                failing = False
+            if ttl > 0:
+                self.lease.renewed(ttl, sent)
+                continue
+            log.warning("etcd no longer has this node's lease: it leads nothing until it registers again")
+            self.lease_losses += 1
+            self.lease.lost()
+            self._give_up_leadership()
+            try:
+                await self._register()
+                await self._load_image()
+            except EtcdUnavailable:
+                failing = True
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                # From what etcd itself has shown this node: the image's revision also moves with
+                # the node's own writes, and starting past those would skip others' changes.
+                async for events in self.etcd.watch(self.keys.prefix, self._seen + 1):
+                    for event in events:
+                        self.image.apply(event.key, event.value, event.mod_revision, event.lease)
+                        self._seen = max(self._seen, event.mod_revision)
+                    self._wake()
+            except (EtcdUnavailable, EtcdError) as exc:
+                log.debug("etcd watch ended: %s", exc)
+            await trio.sleep(0.2)
+            try:
+                await self._load_image()
+            except EtcdUnavailable:
+                pass
+
+    # ================================================================ what this node does for each partition
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            self._changed = trio.Event()
+            try:
+                self._reconcile()
+            except Exception:
+                log.exception("cluster reconciliation failed; retrying")
+            with trio.move_on_after(RECHECK_S):
+                await self._changed.wait()
+
+    def _reconcile(self) -> None:
+        catalog = self.catalog
+        assert catalog is not None
+        if self._synced_version != self.image.version:
+            self._synced_version = self.image.version
+            catalog.sync(self.image.topics)
+        if not self._swept and self.image.topics:
+            self._sweep()
+        now = self.clock()
+        lease_ok = self.lease.valid(now)
+        wanted = roles(self.image, self.node_id)
+        for tp in set(wanted) | set(self.serving.led) | set(self.copies) | self.staged | self._held():
+            role = wanted.get(tp, Role.NONE)
+            if role is not Role.COPY:
+                self._stop_copy(tp)
+            if role is Role.LEAD:
+                if lease_ok:
+                    self._lead(tp)
+                continue
+            self._unlead(tp)
+            if role is Role.CLAIM and lease_ok and tp not in self.busy:
+                self.busy.add(tp)
+                self._spawn(self._claim, tp)
+            elif role is Role.COPY and tp not in self.copies:
+                self._start_copy(tp)
+            elif role is Role.NONE and tp not in self.busy:
+                self._drop(tp)
+        for tp, handover in list(self.handovers.items()):
+            if handover.expired(now, self.handover_timeout_s):
+                log.warning("handover of %s-%d to node %d timed out; serving it again", *tp, handover.target)
+                self.handovers_aborted += 1
+                self._thaw(tp)
+
+    def _spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(fn, *args)
+
+    def _held(self) -> set[TopicPartition]:
+        """Partitions whose log this node has open."""
+        held: set[TopicPartition] = set()
+        groups = self.broker.groups
+        for p in range(self.offsets_partitions):
+            if groups.log.partition_log(p) is not None:
+                held.add((COORDINATOR_TOPIC, p))
+        assert self.catalog is not None
+        for name, topic in self.catalog.topics.items():
+            held.update((name, i) for i, plog in enumerate(topic.partitions) if plog is not None)
+        return held
+
+    def _sweep(self) -> None:
+        """Once, with the first image: partition directories of known topics this node does not hold go."""
+        self._swept = True
+        for name in self.fs.listdir(self.data_dir):
+            parsed = parse_partition_dir(name)
+            if parsed is None or parsed[0] not in self.image.topics or parsed[0] == COORDINATOR_TOPIC:
+                continue
+            tp = (parsed[0], parsed[1])
+            if tp not in roles(self.image, self.node_id):
+                log.info("deleting %s: this node does not hold that partition", name)
+                self.fs.remove_tree(self.data_dir / name)
+
+    def _find_staged(self) -> None:
+        copies = self.data_dir / REPLICA_COPIES_DIR
+        if self.fs.exists(copies):
+            for name in self.fs.listdir(copies):
+                parsed = parse_partition_dir(name)
+                if parsed is not None:
+                    self.staged.add((parsed[0], parsed[1]))
+
+    def _local_log(self, tp: TopicPartition) -> PartitionLog | None:
+        if tp[0] == COORDINATOR_TOPIC:
+            plog: PartitionLog | None = self.broker.groups.log.partition_log(tp[1])
+            return plog
+        assert self.catalog is not None
+        return self.catalog.partition(*tp)
+
+    # ---------------------------------------------------------------- leading
+
+    def _lead(self, tp: TopicPartition) -> None:
+        if tp in self.serving.led:
+            target = handover_target(self.image, self.node_id, tp)
+            handover = self.handovers.get(tp)
+            if target is None and handover is not None:
+                self._thaw(tp)
+                self.handovers.pop(tp, None)
+            elif target is not None and (handover is None or handover.target != target):
+                self.handovers[tp] = Handover(target)
+            return
+        if tp in self.busy:
+            return
+        leadership = self.image.leaders[tp]
+        if tp[0] == COORDINATOR_TOPIC:
+            self.busy.add(tp)
+            self._spawn(self._load_groups, tp, leadership.epoch)
+            return
+        assert self.catalog is not None
+        if self.catalog.hold(*tp) is None:
+            return  # the topic has not reached the catalogue yet
+        self.serving.led[tp] = leadership.epoch
+        log.info("leading %s-%d at epoch %d", *tp, leadership.epoch)
+
+    async def _load_groups(self, tp: TopicPartition, epoch: int) -> None:
+        """Load the groups of a coordinator partition this node leads (records read in a thread)."""
+        try:
+            groups = self.broker.groups
+            partition = tp[1]
+            groups.log.open_partition(partition)
+            records = await trio.to_thread.run_sync(
+                lambda: [(key, value) for key, value, _ in groups.log.replay_partition(partition)])
+            leadership = self.image.leaders.get(tp)
+            if leadership is None or leadership.leader != self.node_id or tp in self.serving.led:
+                return
+            fx, loaded = groups.coordinator.load_groups(records, groups.clock())
+            groups.apply(fx)
+            self.serving.led[tp] = epoch
+            log.info("leading %s-%d at epoch %d: %d groups loaded from %d records", *tp, epoch, len(loaded),
+                     len(records))
+        finally:
+            self.busy.discard(tp)
+            self._changed.set()
+
+    def _unload_groups(self, tp: TopicPartition) -> None:
+        groups = self.broker.groups
+        coordinator = groups.coordinator
+        mine = [g for g in set(coordinator.groups) | set(coordinator.offsets.group_ids())
+                if partition_for(g, self.offsets_partitions) == tp[1]]
+        groups.apply(coordinator.unload_groups(mine))
+
+    def _unlead(self, tp: TopicPartition) -> None:
+        """Stop serving a partition (leadership went elsewhere, or lapsed)."""
+        if tp not in self.serving.led:
+            return
+        del self.serving.led[tp]
+        was_frozen = tp in self.serving.frozen
+        self.serving.frozen.discard(tp)
+        self.handovers.pop(tp, None)
+        if tp[0] == COORDINATOR_TOPIC and not was_frozen:
+            self._unload_groups(tp)
+        log.info("no longer leading %s-%d", *tp)
+
+    def _give_up_leadership(self) -> None:
+        for tp in list(self.serving.led):
+            self._unlead(tp)
+
+    # ---------------------------------------------------------------- claiming
+
+    async def _claim(self, tp: TopicPartition) -> None:
+        """Take the leadership of a partition this node should lead: its log first, then the key."""
+        try:
+            await trio.to_thread.run_sync(self._prepare_log, tp)
+            if self._role(tp) is not Role.CLAIM or not self.lease.valid(self.clock()):
+                return
+            assignment_key = self.keys.assignment(*tp)
+            leader_key = self.keys.leader(*tp)
+            lease_id = self.lease.lease_id
+            value = Leadership.encode(self.node_id)
+            result = await self.etcd.txn(
+                [Compare(leader_key, "CREATE", 0), Compare(assignment_key, "MOD", self.image.revision_of(assignment_key))],
+                [Put(leader_key, value, lease_id)])
+            if result.succeeded:
+                self.image.apply(leader_key, value, result.revision, lease_id)
+                self.claims += 1
+                log.info("claimed the leadership of %s-%d at epoch %d", *tp, result.revision)
+        except (EtcdUnavailable, EtcdError) as exc:
+            log.warning("could not claim %s-%d: %s", *tp, exc)
+            await trio.sleep(0.2)
+        finally:
+            self.busy.discard(tp)
+            self._changed.set()
+
+    def _role(self, tp: TopicPartition) -> Role:
+        return roles(self.image, self.node_id).get(tp, Role.NONE)
+
+    def _prepare_log(self, tp: TopicPartition) -> None:
+        """The log this node will lead from: its own, else a finished copy, else a new empty one."""
+        name, index = tp
+        directory = coordinator_partition_dir(self.data_dir, index) if name == COORDINATOR_TOPIC \
+            else partition_dir(self.data_dir, name, index)
+        staging = replica_copy_dir(self.data_dir, name, index)
+        if tp in self.staged or self.fs.exists(staging):
+            copy = LogCopy(staging, self._segment_bytes(tp), self.fs)
+            if copy.started and self._local_log(tp) is None:
+                copy.install(directory)
+                self.moves_in += 1
+            else:
+                copy.discard()
+            self.staged.discard(tp)
+        if name == COORDINATOR_TOPIC:
+            self.broker.groups.log.open_partition(index)
+        else:
+            assert self.catalog is not None
+            self.catalog.hold(name, index)
+
+    def _segment_bytes(self, tp: TopicPartition) -> int:
+        if tp[0] == COORDINATOR_TOPIC:
+            return int(self.config["offsets.topic.segment.bytes"])
+        assert self.catalog is not None
+        topic = self.catalog.get(tp[0])
+        return int(topic.config("segment.bytes")) if topic is not None else int(self.config["log.segment.bytes"])
+
+    def _drop(self, tp: TopicPartition) -> None:
+        """This node holds nothing of the partition any more."""
+        name, index = tp
+        if name == COORDINATOR_TOPIC:
+            if self.broker.groups.log.partition_log(index) is not None:
+                log.info("deleting %s-%d: another node holds it", *tp)
+            self.broker.groups.log.drop_partition(index)
+        else:
+            assert self.catalog is not None
+            if self.catalog.partition(name, index) is not None:
+                log.info("deleting %s-%d: another node holds it", *tp)
+            self.catalog.release(name, index)
+        if tp in self.staged:
+            LogCopy(replica_copy_dir(self.data_dir, name, index), 1, self.fs).discard()
+            self.staged.discard(tp)
+
+    # ---------------------------------------------------------------- copying (an adding replica)
+
+    def _start_copy(self, tp: TopicPartition) -> None:
+        scope = trio.CancelScope()
+        self.copies[tp] = scope
+        self._spawn(self._copy, tp, scope)
+
+    def _stop_copy(self, tp: TopicPartition) -> None:
+        scope = self.copies.pop(tp, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _copy(self, tp: TopicPartition, scope: trio.CancelScope) -> None:
+        name, index = tp
+        client: ReplicaClient | None = None
+        copy: LogCopy | None = None
+        with scope:
+            try:
+                if self._local_log(tp) is not None:
+                    self._drop(tp)  # a stale log from an earlier time this node held the partition
+                copy = await trio.to_thread.run_sync(
+                    LogCopy, replica_copy_dir(self.data_dir, name, index), self._segment_bytes(tp), self.fs)
+                self.staged.add(tp)
+                log.info("copying %s-%d from its leader", *tp)
+                while True:
+                    leadership = self.image.leader_of(tp)
+                    topic = self.image.topics.get(name)
+                    node = None if leadership is None else self.image.nodes.get(leadership.leader)
+                    endpoint = None if node is None else node.endpoint(self.inter_broker or "")
+                    if leadership is None or topic is None or endpoint is None:
+                        await trio.sleep(0.1)
+                        continue
+                    source = CopySource(str(topic.topic_id), leadership.epoch)
+                    if copy.source != source:
+                        await trio.to_thread.run_sync(copy.begin, source, 0)
+                    if client is None or (client.host, client.port) != endpoint:
+                        if client is not None:
+                            await client.aclose()
+                        client = ReplicaClient(endpoint[0], endpoint[1], self.node_id)
+                    try:
+                        fetched = await client.fetch(name, index, copy.next_offset, leadership.epoch)
+                    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                        log.debug("copy of %s-%d: %s", *tp, exc)
+                        await trio.sleep(0.2)
+                        continue
+                    if fetched.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        await trio.to_thread.run_sync(copy.begin, source, max(fetched.log_start_offset, 0))
+                        continue
+                    if fetched.error:
+                        await trio.sleep(0.05)
+                        continue
+                    if fetched.records:
+                        await trio.to_thread.run_sync(_append_durably, copy, fetched.records)
+                        continue
+                    copy.skip_to(fetched.high_watermark)
+                    await trio.sleep(0.02)
+            finally:
+                if client is not None:
+                    await client.aclose()
+                if copy is not None:
+                    copy.close()
+
+    # ---------------------------------------------------------------- handing over (the leader of a move)
+
+    def _replica_fetch(self, request: Request) -> dict[str, Any]:
+        """A replica's Fetch: served from the log while this node leads, frozen or not."""
+        body = request.body
+        replica = int(body.replica_id)
+        now = self.clock()
+        responses = []
+        for topic in body.topics:
+            partitions = []
+            for part in topic.partitions:
+                tp = (topic.topic, part.partition)
+                entry: dict[str, Any] = {"partition_index": part.partition, "error_code": 0, "high_watermark": -1,
+                                         "last_stable_offset": -1, "log_start_offset": -1,
+                                         "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+                plog = self._local_log(tp)
+                if tp not in self.serving.led or not self.lease.valid(now) or plog is None:
+                    entry["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    partitions.append(entry)
+                    continue
+                end = plog.next_offset
+                handover = self.handovers.get(tp)
+                if handover is not None:
+                    step = handover.on_fetch(replica, part.fetch_offset, end, now)
+                    if step is not Step.SERVE:
+                        self._freeze(tp)
+                        end = plog.next_offset
+                    if step is Step.COMMIT:
+                        self._spawn(self._commit_handover, tp, handover)
+                start = plog.log_start_offset
+                entry.update(high_watermark=end, last_stable_offset=end, log_start_offset=start)
+                if not start <= part.fetch_offset <= end:
+                    entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                else:
+                    entry["records"] = plog.read_raw(part.fetch_offset, part.partition_max_bytes)
+                if handover is not None:
+                    handover.answered(end)
+                partitions.append(entry)
+            responses.append({"topic": topic.topic, "partitions": partitions})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+    def _freeze(self, tp: TopicPartition) -> None:
+        """Stop taking writes for a partition being handed over; its groups leave."""
+        if tp in self.serving.frozen:
+            return
+        self.serving.frozen.add(tp)
+        if tp[0] == COORDINATOR_TOPIC:
+            self._unload_groups(tp)
+        log.info("handing %s-%d over: writes stopped at offset %s", *tp,
+                 getattr(self._local_log(tp), "next_offset", "?"))
+
+    def _thaw(self, tp: TopicPartition) -> None:
+        """The handover did not happen: serve the partition again (groups reload from the log)."""
+        handover = self.handovers.get(tp)
+        if handover is not None:
+            handover.thaw()
+        if tp in self.serving.frozen:
+            self.serving.frozen.discard(tp)
+            if tp[0] == COORDINATOR_TOPIC:
+                self.serving.led.pop(tp, None)  # reloaded by the next pass
+        self._changed.set()
+
+    async def _commit_handover(self, tp: TopicPartition, handover: Handover) -> None:
+        """Give the partition to the replica that holds the whole frozen log: one compare-and-set."""
+        assignment = self.image.assignments.get(tp)
+        leadership = self.image.leaders.get(tp)
+        try:
+            if assignment is None or leadership is None or leadership.leader != self.node_id:
+                raise EtcdError("the partition changed under the handover")
+            assignment_key = self.keys.assignment(*tp)
+            leader_key = self.keys.leader(*tp)
+            done = rules.complete_move(assignment)
+            result = await self.etcd.txn(
+                [Compare(leader_key, "MOD", leadership.epoch),
+                 Compare(assignment_key, "MOD", self.image.revision_of(assignment_key))],
+                [Delete(leader_key), Put(assignment_key, done.encode())])
+            if not result.succeeded:
+                raise EtcdError("the partition changed under the handover")
+            self.image.apply(leader_key, None, result.revision)
+            self.image.apply(assignment_key, done.encode(), result.revision)
+            self.moves_out += 1
+            log.info("handed %s-%d over to node %d", *tp, handover.target)
+            self._unlead(tp)
+        except (EtcdUnavailable, EtcdError) as exc:
+            log.warning("handover of %s-%d failed: %s", *tp, exc)
+            self.handovers_aborted += 1
+            self._thaw(tp)
+        self._changed.set()
+
+    # ================================================================ the controller
+
+    async def _controller_loop(self) -> None:
+        while True:
+            self._controller_changed = trio.Event()
+            try:
+                if self.lease.valid(self.clock()):
+                    if self.image.controller is None:
+                        await self._campaign()
+                    if self.image.controller == self.node_id:
+                        await self._control()
+            except (EtcdUnavailable, EtcdError) as exc:
+                log.debug("controller: %s", exc)
+            with trio.move_on_after(1.0):
+                await self._controller_changed.wait()
+
+    async def _campaign(self) -> None:
+        key = self.keys.controller
+        value = json.dumps({"id": self.node_id}).encode()
+        result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, value, self.lease.lease_id)])
+        if result.succeeded:
+            self.image.apply(key, value, result.revision, self.lease.lease_id)
+            log.info("node %d is the controller", self.node_id)
+
+    async def _control(self) -> None:
+        image = self.image
+        if COORDINATOR_TOPIC not in image.topics:
+            info = TopicInfo(COORDINATOR_TOPIC, uuid.uuid4(), self.offsets_partitions)
+            key = self.keys.topic(COORDINATOR_TOPIC)
+            result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
+            if result.succeeded:
+                image.apply(key, info.encode(), result.revision)
+        changes = rules.place_missing(image)
+        live = frozenset(image.nodes)
+        if live != self._live_since[0]:
+            self._live_since = (live, self.clock())
+        settled = self.clock() - self._live_since[1] >= self.rebalance_delay_s
+        if self.rebalance and settled and not changes:
+            changes = rules.rebalance(image, self.max_moves)
+        for start in range(0, len(changes), TXN_BATCH):
+            batch = changes[start:start + TXN_BATCH]
+            compares = [Compare(self.keys.assignment(*c.tp), "MOD", image.revision_of(self.keys.assignment(*c.tp)))
+                        for c in batch]
+            puts = [Put(self.keys.assignment(*c.tp), c.assignment.encode()) for c in batch]
+            result = await self.etcd.txn(compares, puts)
+            if not result.succeeded:
+                return  # the image was stale: the watch brings the news, and the next pass decides again
+            for change in batch:
+                image.apply(self.keys.assignment(*change.tp), change.assignment.encode(), result.revision)
+                log.info("controller: %s-%d -> %s (%s)", *change.tp, list(change.assignment.replicas), change.why)
+        if changes:
+            self._wake()
+
+    # ================================================================ requests the cluster answers
+
+    def _cluster_producer_id(self, request: Request, reply: Any) -> Any:
+        """Producer ids must be unique in the cluster: a fresh one is made this node's own."""
+        if isinstance(reply, dict) and reply.get("error_code") == 0 and request.body.get("producer_id", -1) < 0:
+            reply["producer_id"] = reply["producer_id"] * PRODUCER_ID_STRIDE + self.node_id
+        return reply
+
+    def _committing(self, handler: Callable[[Request, str], Any]) -> Callable[[Request, str], Any]:
+        """A catalogue handler whose changes are written to etcd before its reply goes."""
+        def run(request: Request, peer: str) -> Any:
+            assert self.catalog is not None
+            self.catalog.take_intents()
+            body = handler(request, peer)
+            intents = self.catalog.take_intents()
+            if not intents or not isinstance(body, dict):
+                return body
+            header = request.header
+            slot = Slot(header.api_key, header.api_version, header.correlation_id)
+            self._spawn(self._commit_intents, request, body, intents, slot, handler, peer)
+            return slot
+        return run
+
+    async def _commit_intents(self, request: Request, body: dict[str, Any], intents: list[Intent], slot: Slot,
+                              handler: Callable[[Request, str], Any], peer: str) -> None:
+        failures: dict[str, tuple[ErrorCode, str]] = {}
+        created: list[str] = []
+        for intent in intents:
+            try:
+                failure = await self._write_intent(intent)
+            except (EtcdUnavailable, EtcdError) as exc:
+                failure = (ErrorCode.REQUEST_TIMED_OUT, f"etcd did not take the change: {exc}")
+            if failure is not None:
+                failures[intent.name] = failure
+            elif intent.kind == "create":
+                created.append(intent.name)
+        if created:
+            with trio.move_on_after(CREATE_WAIT_S):
+                while not all(self.image.leader_of(tp) for name in created
+                              for tp in self._partitions_of(name)):
+                    await trio.sleep(0.02)
+        header = request.header
+        if header.api_key == ApiKey.METADATA and created:
+            assert self.catalog is not None
+            self.catalog.sync(self.image.topics)
+            body = handler(request, peer)
+            self.catalog.take_intents()
+        _amend(header.api_key, body, failures)
+        slot.fill(encode_response(header.api_key, header.api_version, header.correlation_id, body))
+
+    def _partitions_of(self, name: str) -> list[TopicPartition]:
+        info = self.image.topics.get(name)
+        return [] if info is None else [(name, i) for i in range(info.partitions)]
+
+    async def _write_intent(self, intent: Intent) -> tuple[ErrorCode, str] | None:
+        key = self.keys.topic(intent.name)
+        image = self.image
+        if intent.kind == "create":
+            assert intent.topic_id is not None
+            value = TopicInfo(intent.name, intent.topic_id, intent.partitions, intent.configs).encode()
+            result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, value)])
+            if not result.succeeded:
+                return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {intent.name!r} already exists"
+            image.apply(key, value, result.revision)
+            self._wake()
+            return None
+        if intent.kind == "delete":
+            result = await self.etcd.txn(
+                [Compare(key, "MOD", image.revision_of(key))],
+                [Delete(key), DeletePrefix(self.keys.assignment(intent.name, 0)[:-1]),
+                 DeletePrefix(self.keys.leader(intent.name, 0)[:-1])])
+            if not result.succeeded:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {intent.name!r} changed; try again"
+            return None
+        for _ in range(3):
+            current = image.topics.get(intent.name)
+            if current is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {intent.name!r} does not exist"
+            if intent.kind == "grow":
+                if intent.partitions <= current.partitions:
+                    return ErrorCode.INVALID_PARTITIONS, f"topic already has {current.partitions} partitions"
+                updated = replace(current, partitions=intent.partitions)
+            else:
+                updated = replace(current, configs=dict(intent.configs))
+            result = await self.etcd.txn([Compare(key, "MOD", image.revision_of(key))], [Put(key, updated.encode())])
+            if result.succeeded:
+                image.apply(key, updated.encode(), result.revision)
+                self._wake()
+                return None
+            fresh = await self.etcd.get(key)
+            if fresh is None:
+                image.apply(key, None, result.revision)
+            else:
+                image.apply(key, fresh.value, fresh.mod_revision, fresh.lease)
+        return ErrorCode.REQUEST_TIMED_OUT, f"topic {intent.name!r} kept changing; try again"
+
+
+def _append_durably(copy: LogCopy, records: bytes) -> None:
+    """Append fetched batches to a copy and make them durable before the next fetch asks for more."""
+    copy.append(records)
+    copy.sync()
+
+
+def _amend(api_key: int, body: dict[str, Any], failures: dict[str, tuple[ErrorCode, str]]) -> None:
+    """Put the errors of intents etcd refused into the handler's reply."""
+    if not failures:
+        return
+    where: dict[int, tuple[str, str]] = {
+        ApiKey.CREATE_TOPICS: ("topics", "name"), ApiKey.DELETE_TOPICS: ("responses", "name"),
+        ApiKey.CREATE_PARTITIONS: ("results", "name"), ApiKey.ALTER_CONFIGS: ("responses", "resource_name"),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: ("responses", "resource_name"), ApiKey.METADATA: ("topics", "name")}
+    field, name = where.get(api_key, ("", ""))
+    for entry in body.get(field, []):
+        failure = failures.get(entry.get(name))
+        if failure is not None:
+            entry["error_code"] = int(failure[0])
+            if "error_message" in entry or api_key != ApiKey.METADATA:
+                entry["error_message"] = failure[1]

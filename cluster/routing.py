@@ -1,0 +1,317 @@
+"""Which requests this node serves, and Kafka's errors for the rest. Sans-IO.
+
+A cluster node serves a partition only while it leads it (and its lease holds), and a
+group only while it leads the group's ``__consumer_offsets`` partition. Everything else is
+answered with the error Kafka's brokers give, so the clients' own retry logic finds the
+right node:
+
+- Produce, Fetch, ListOffsets and DeleteRecords for a partition led elsewhere get
+  NOT_LEADER_OR_FOLLOWER; Produce v10+ and Fetch v12+ also name the current leader and its
+  epoch (KIP-951's ``CurrentLeader``), and Produce v10+ that leader's address
+  (``NodeEndpoints``). An acks=0 Produce has no reply to carry the error, so the connection
+  is closed, as Kafka's KafkaApis does.
+- A fetch or list-offsets whose ``current_leader_epoch`` is older than the leader's gets
+  FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320), as Kafka's Partition
+  checks it.
+- Group requests for a group coordinated elsewhere get NOT_COORDINATOR: the client looks
+  the coordinator up again with FindCoordinator.
+
+A request about several partitions or groups is narrowed to the ones served here, and the
+reply amended with the errors for the others (``security.gate``'s Refuse and Narrow, the
+same shapes the authorization rules use). A partition this node has never heard of goes
+through unchanged, so the handler answers UNKNOWN_TOPIC_OR_PARTITION as it always did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from security.gate import Body, Decision, Drop, Narrow, Refuse, copy_with, reply
+
+NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
+FENCED = int(ErrorCode.FENCED_LEADER_EPOCH)
+UNKNOWN_EPOCH = int(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+class Directory(Protocol):
+    """What the routing rules ask of the node's view of the cluster."""
+
+    def known(self, topic: str, partition: int) -> bool:
+        """The partition exists in the cluster."""
+
+    def serving(self, topic: str, partition: int) -> bool:
+        """This node leads the partition and may act as leader now."""
+
+    def current_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        """(leader id, leader epoch) as far as this node knows; (-1, -1) when none."""
+
+    def coordinates(self, group_id: str) -> bool:
+        """This node leads the group's coordinator partition and may act on it now."""
+
+    def endpoint(self, node_id: int) -> tuple[str, int, str | None] | None:
+        """A node's host, port and rack on the listener of this request."""
+
+
+Rule = Callable[[int, Body, Directory], Decision]
+
+
+def _epoch_error(d: Directory, topic: str, partition: int, asked: int) -> int:
+    """KIP-320's check of the epoch a client believes in (-1: it does not say)."""
+    if asked < 0:
+        return 0
+    _, epoch = d.current_leader(topic, partition)
+    if asked < epoch:
+        return FENCED
+    if asked > epoch:
+        return UNKNOWN_EPOCH
+    return 0
+
+
+def _merge(field: str, partitions: str, name: str, extra: list[Any]) -> Callable[[Body], Body]:
+    """Amend a reply: the refused partitions join their topic's entry (or a new one)."""
+    def amend(body: Body) -> Body:
+        topics = [copy_with(t) for t in body[field]]
+        by_name = {t[name]: t for t in topics}
+        for topic in extra:
+            existing = by_name.get(topic[name])
+            if existing is not None:
+                existing[partitions] = [*existing[partitions], *topic[partitions]]
+            else:
+                topics.append(topic)
+                by_name[topic[name]] = topic
+        return copy_with(body, **{field: topics})
+    return amend
+
+
+def _split(d: Directory, topics: Any, name: str, partitions: str, index: str,
+           check: Callable[[str, Any], int]) -> tuple[list[Any], list[tuple[str, list[tuple[Any, int]]]]]:
+    """(the request's topics narrowed to what is served, [(topic, [(partition, error)])] refused)."""
+    kept: list[Any] = []
+    refused: list[tuple[str, list[tuple[Any, int]]]] = []
+    for topic in topics:
+        keep: list[Any] = []
+        bad: list[tuple[Any, int]] = []
+        for part in topic[partitions]:
+            error = check(topic[name], part)
+            (bad.append((part, error)) if error else keep.append(part))
+        if keep:
+            kept.append(copy_with(topic, **{partitions: keep}) if bad else topic)
+        if bad:
+            refused.append((topic[name], bad))
+    return kept, refused
+
+
+def _leader_check(d: Directory, index: str, epoch_field: str | None) -> Callable[[str, Any], int]:
+    def check(topic: str, part: Any) -> int:
+        partition = part[index]
+        if not d.known(topic, partition):
+            return 0
+        if not d.serving(topic, partition):
+            return NOT_LEADER
+        if epoch_field is not None:
+            return _epoch_error(d, topic, partition, part.get(epoch_field, -1))
+        return 0
+    return check
+
+
+def _produce(version: int, body: Body, d: Directory) -> Decision:
+    api = ApiKey.PRODUCE
+    kept, refused = _split(d, body.topic_data, "name", "partition_data", "index",
+                           _leader_check(d, "index", None))
+    if not refused:
+        return None
+    if body.acks == 0:
+        return Drop("Produce with acks=0 to a partition this node does not lead: NOT_LEADER_OR_FOLLOWER")
+    leaders: set[int] = set()
+    errors = []
+    for topic, parts in refused:
+        entries = []
+        for part, error in parts:
+            entry = reply(api, version, "responses", "partition_responses", index=part.index, error_code=error,
+                          base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            if version >= 10:
+                leader, epoch = d.current_leader(topic, part.index)
+                entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                if leader >= 0:
+                    leaders.add(leader)
+            entries.append(entry)
+        errors.append(reply(api, version, "responses", name=topic, partition_responses=entries))
+    endpoints = _endpoints(d, leaders) if version >= 10 else None
+    if not kept:
+        answer = reply(api, version, responses=errors, throttle_time_ms=0)
+        if endpoints is not None:
+            answer["node_endpoints"] = endpoints
+        return Refuse(answer)
+    merge = _merge("responses", "partition_responses", "name", errors)
+
+    def amend(body: Body) -> Body:
+        out = merge(body)
+        if endpoints:
+            out["node_endpoints"] = [*body.get("node_endpoints", []), *endpoints]
+        return out
+    return Narrow(copy_with(body, topic_data=kept), amend)
+
+
+def _endpoints(d: Directory, nodes: set[int]) -> list[dict[str, Any]]:
+    out = []
+    for node in sorted(nodes):
+        found = d.endpoint(node)
+        if found is not None:
+            host, port, rack = found
+            out.append({"node_id": node, "host": host, "port": port, "rack": rack})
+    return out
+
+
+def _fetch(version: int, body: Body, d: Directory) -> Decision:
+    if body.get("replica_id", -1) >= 0:
+        return None  # a replica's fetch: the cluster's own handler answers it
+    api = ApiKey.FETCH
+    kept, refused = _split(d, body.topics, "topic", "partitions", "partition",
+                           _leader_check(d, "partition", "current_leader_epoch" if version >= 9 else None))
+    if not refused:
+        return None
+    errors = []
+    for topic, parts in refused:
+        entries = []
+        for part, error in parts:
+            entry = reply(api, version, "responses", "partitions", partition_index=part.partition, error_code=error,
+                          high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b"")
+            if version >= 12 and error == NOT_LEADER:
+                leader, epoch = d.current_leader(topic, part.partition)
+                entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+            entries.append(entry)
+        errors.append(reply(api, version, "responses", topic=topic, partitions=entries))
+    if not kept:
+        return Refuse(reply(api, version, throttle_time_ms=0, error_code=0, session_id=0, responses=errors))
+    return Narrow(copy_with(body, topics=kept), _merge("responses", "partitions", "topic", errors))
+
+
+def _list_offsets(version: int, body: Body, d: Directory) -> Decision:
+    api = ApiKey.LIST_OFFSETS
+    kept, refused = _split(d, body.topics, "name", "partitions", "partition_index",
+                           _leader_check(d, "partition_index", "current_leader_epoch" if version >= 4 else None))
+    if not refused:
+        return None
+    errors = [reply(api, version, "topics", name=topic, partitions=[
+        reply(api, version, "topics", "partitions", partition_index=part.partition_index, error_code=error,
+              timestamp=-1, offset=-1, leader_epoch=-1) for part, error in parts]) for topic, parts in refused]
+    if not kept:
+        return Refuse(reply(api, version, throttle_time_ms=0, topics=errors))
+    return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", "name", errors))
+
+
+def _delete_records(version: int, body: Body, d: Directory) -> Decision:
+    api = ApiKey.DELETE_RECORDS
+    kept, refused = _split(d, body.topics, "name", "partitions", "partition_index",
+                           _leader_check(d, "partition_index", None))
+    if not refused:
+        return None
+    errors = [reply(api, version, "topics", name=topic, partitions=[
+        reply(api, version, "topics", "partitions", partition_index=part.partition_index, error_code=error,
+              low_watermark=-1) for part, error in parts]) for topic, parts in refused]
+    if not kept:
+        return Refuse(reply(api, version, throttle_time_ms=0, topics=errors))
+    return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", "name", errors))
+
+
+# ---------------------------------------------------------------------- groups
+
+
+def _one_group(make: Callable[[int, Body], Any]) -> Rule:
+    def rule(version: int, body: Body, d: Directory) -> Decision:
+        if d.coordinates(body.group_id):
+            return None
+        return Refuse(make(version, body))
+    return rule
+
+
+def _simple(api: ApiKey, **values: Any) -> Callable[[int, Body], Any]:
+    return lambda version, body: reply(api, version, error_code=NOT_COORDINATOR, **values)
+
+
+def _join_refused(version: int, body: Body) -> Any:
+    return reply(ApiKey.JOIN_GROUP, version, error_code=NOT_COORDINATOR, generation_id=-1, leader="",
+                 member_id=body.member_id, members=[], protocol_name=None if version >= 7 else "")
+
+
+def _partitions_refused(api: ApiKey) -> Callable[[int, Body], Any]:
+    def make(version: int, body: Body) -> Any:
+        return reply(api, version, topics=[
+            reply(api, version, "topics", name=t.name, partitions=[
+                reply(api, version, "topics", "partitions", partition_index=p.partition_index,
+                      error_code=NOT_COORDINATOR) for p in t.partitions]) for t in body.topics])
+    return make
+
+
+def _offset_fetch(version: int, body: Body, d: Directory) -> Decision:
+    api = ApiKey.OFFSET_FETCH
+    if version < 8:
+        if d.coordinates(body.group_id):
+            return None
+        if version >= 2:
+            return Refuse(reply(api, version, error_code=NOT_COORDINATOR, topics=[]))
+        return Refuse(reply(api, version, topics=[
+            reply(api, version, "topics", name=t.name, partitions=[
+                reply(api, version, "topics", "partitions", partition_index=p, committed_offset=-1, metadata="",
+                      error_code=NOT_COORDINATOR) for p in t.partition_indexes]) for t in body.topics or []]))
+    kept = [g for g in body.groups if d.coordinates(g.group_id)]
+    if len(kept) == len(body.groups):
+        return None
+    errors = [reply(api, version, "groups", group_id=g.group_id, topics=[], error_code=NOT_COORDINATOR)
+              for g in body.groups if not d.coordinates(g.group_id)]
+    if not kept:
+        return Refuse(reply(api, version, groups=errors))
+    return Narrow(copy_with(body, groups=kept), lambda b: copy_with(b, groups=[*b["groups"], *errors]))
+
+
+def _groups_list(api: ApiKey, field: str, answer_field: str, entry: Callable[[int, str], Any]) -> Rule:
+    """A request naming several groups (``field``): narrowed to the ones coordinated here."""
+    def rule(version: int, body: Body, d: Directory) -> Decision:
+        names = list(body[field])
+        kept = [g for g in names if d.coordinates(g)]
+        if len(kept) == len(names):
+            return None
+        errors = [entry(version, g) for g in names if not d.coordinates(g)]
+        if not kept:
+            return Refuse(reply(api, version, **{answer_field: errors}))
+        return Narrow(copy_with(body, **{field: kept}),
+                      lambda b: copy_with(b, **{answer_field: [*b[answer_field], *errors]}))
+    return rule
+
+
+RULES: dict[int, Rule] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.JOIN_GROUP: _one_group(_join_refused),
+    ApiKey.SYNC_GROUP: _one_group(_simple(ApiKey.SYNC_GROUP, assignment=b"")),
+    ApiKey.HEARTBEAT: _one_group(_simple(ApiKey.HEARTBEAT)),
+    ApiKey.LEAVE_GROUP: _one_group(_simple(ApiKey.LEAVE_GROUP, members=[])),
+    ApiKey.OFFSET_COMMIT: _one_group(_partitions_refused(ApiKey.OFFSET_COMMIT)),
+    ApiKey.TXN_OFFSET_COMMIT: _one_group(_partitions_refused(ApiKey.TXN_OFFSET_COMMIT)),
+    ApiKey.OFFSET_DELETE: _one_group(_simple(ApiKey.OFFSET_DELETE, topics=[])),
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _one_group(_simple(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT, error_message="This node is not the group's coordinator.",
+        member_epoch=-1)),
+    ApiKey.DESCRIBE_GROUPS: _groups_list(ApiKey.DESCRIBE_GROUPS, "groups", "groups", lambda v, g: reply(
+        ApiKey.DESCRIBE_GROUPS, v, "groups", error_code=NOT_COORDINATOR, group_id=g, group_state="",
+        protocol_type="", protocol_data="", members=[])),
+    ApiKey.DELETE_GROUPS: _groups_list(ApiKey.DELETE_GROUPS, "groups_names", "results", lambda v, g: reply(
+        ApiKey.DELETE_GROUPS, v, "results", group_id=g, error_code=NOT_COORDINATOR)),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _groups_list(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, "group_ids", "groups", lambda v, g: reply(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, v, "groups", error_code=NOT_COORDINATOR, group_id=g,
+            error_message="This node is not the group's coordinator.")),
+}
+
+
+def decide(api_key: int, version: int, body: Body, directory: Directory) -> Decision:
+    """The routing decision for one request: None (serve it), Refuse, Narrow or Drop."""
+    rule = RULES.get(api_key)
+    return None if rule is None else rule(version, body, directory)
