@@ -243,6 +243,11 @@ class Bench:
                         self.failures.append(f"kcoord: console_workloads failed: {exc!r}")
 
 
+def _us(cpu_per_1k: float | None) -> float | None:
+    """CPU seconds per 1,000 requests as microseconds per request."""
+    return None if cpu_per_1k is None else cpu_per_1k * 1000
+
+
 def _fmt(value: float | None, missing: str | None = None) -> str:
     if value is None:
         return f"n/a ({missing})" if missing else "n/a"
@@ -290,23 +295,23 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         "kcoord and Tansu are measured by the same protocol-level load generator on the same machine,",
         f"in {bench.rounds} alternating rounds; each value is the median over rounds. *Ratio* is",
         "kcoord/Tansu for throughput and Tansu/kcoord for latency and time, so a ratio above 1.0",
-        "means kcoord is ahead. *CPU s/1k* is broker-side CPU seconds (user+system, from /proc) per 1,000",
-        "requests (for Fetch records/s: per 1,000 records), which separates the broker's cost",
-        "from the load generator sharing the cores (1 CPU s/1k = 1 ms = 1,000 us per request).",
+        "means kcoord is ahead. *CPU us/req* is broker-side CPU time (user+system, from /proc) per",
+        "request in microseconds (for Fetch records/s: per record), which separates the broker's cost",
+        "from the load generator sharing the cores.",
         "*Depth* is the number of requests in flight per connection: depth 1 waits for each reply",
         "before sending the next request, as most consumers commit; depth 8 pipelines.",
         "",
         "Durability differs and favours Tansu: kcoord fsyncs every OffsetCommit before answering",
         "(`log.flush.policy=durable`, group commit); Tansu runs with `memory://` storage.",
         "",
-        "| workload | kcoord | Tansu | ratio | kcoord CPU s/1k | Tansu CPU s/1k |",
+        "| workload | kcoord | Tansu | ratio | kcoord CPU us/req | Tansu CPU us/req |",
         "|---|---|---|---|---|---|",
     ]
     for figure in bench.figures.values():
         lines.append(
             f"| {figure.workload} | {_fmt(figure.value('kcoord'), figure.missing.get('kcoord'))} | "
             f"{_fmt(figure.value('tansu'), figure.missing.get('tansu'))} | "
-            f"{_fmt(figure.ratio())} | {_fmt(figure.cpu('kcoord'))} | {_fmt(figure.cpu('tansu'))} |"
+            f"{_fmt(figure.ratio())} | {_fmt(_us(figure.cpu('kcoord')))} | {_fmt(_us(figure.cpu('tansu')))} |"
         )
     if bench.failures:
         lines += ["", "Workloads that failed in this run (their rows are missing above):", ""]
