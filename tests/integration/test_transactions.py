@@ -125,6 +125,7 @@ def test_committed_records_reach_read_committed_consumers_and_aborted_ones_only_
     producer.begin_transaction()
     for i in range(4):
         producer.produce("ab", value=b"aborted-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0  # in the log before the abort (abort_transaction drops what is unsent)
     producer.send_offsets_to_transaction([TopicPartition("ab", 0, 40)], metadata, 30)
     producer.abort_transaction(30)
 
