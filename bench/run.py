@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from bench import console_bench, loadgen, security_bench, startup
+from bench import console_bench, loadgen, security_bench, startup, txn_bench
 from bench.brokers import REPO, Broker, free_port, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.run()
     extra = startup.run(args.startup_records) if args.startup_records else []
     extra += ["", *security_bench.run(args.seconds)]
+    extra += ["", *txn_bench.run(args.seconds)]
     write_report(bench, extra, args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
