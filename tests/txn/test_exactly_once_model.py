@@ -18,6 +18,7 @@ reaches the partition.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, settings
@@ -75,6 +76,9 @@ class ExactlyOnceMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.h = TxnHarness()
+        # Producer ids outlive crashes, as the broker's persisted id blocks make them.
+        self.producer_ids = itertools.count()
+        self.h.coord.allocate_producer_id = self._allocate
         self.apps = {txn_id: App() for txn_id in IDS}
         self.log: list[Entry] = []
         self.state = ProducerState()
@@ -85,6 +89,9 @@ class ExactlyOnceMachine(RuleBasedStateMachine):
         self.model = Model()
         self.next_value = 0
         self.offsets_partition = partition_for(GROUP, self.h.config.offsets_partitions)
+
+    def _allocate(self) -> int:
+        return next(self.producer_ids)
 
     # ------------------------------------------------------------------ producers
 
@@ -184,6 +191,7 @@ class ExactlyOnceMachine(RuleBasedStateMachine):
     def crash(self) -> None:
         """kill -9: everything is rebuilt from what was written; unwritten marker jobs are gone."""
         fresh = self.h.replayed()
+        fresh.allocate_producer_id = self._allocate
         self.h.coord = fresh
         self.h.markers = list(fresh.loaded.markers)  # type: ignore[attr-defined]
         self.state = ProducerState()
