@@ -370,8 +370,11 @@ def produce_factory(topic: str, partition: int, records: int, record_bytes: int,
 
 
 async def fetch_everything(address: tuple[str, int], topic: str, partitions: int,
-                           max_bytes: int = 8 << 20, opener: Opener = open_plain) -> tuple[int, int, float]:
-    """Read every partition from offset 0 to its end: (bytes, records, seconds)."""
+                           max_bytes: int = 8 << 20, opener: Opener = open_plain,
+                           isolation_level: int = 0) -> tuple[int, int, float]:
+    """Read every partition from offset 0 to its end: (bytes, records, seconds).
+
+    With ``isolation_level`` 1 (read_committed) the end is the last stable offset."""
     from protocol.records import scan_batches
 
     conn = await Connection.open(address, opener)
@@ -386,7 +389,7 @@ async def fetch_everything(address: tuple[str, int], topic: str, partitions: int
                 break
             # As a consumer sends it (Tansu answers min_bytes=0 with no partitions at all).
             body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes,
-                    "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                    "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
                     "rack_id": "", "topics": [{"topic": topic, "partitions": [
                         {"partition": p, "current_leader_epoch": -1, "fetch_offset": offsets[p],
                          "log_start_offset": -1, "partition_max_bytes": max_bytes // max(1, len(wanted))}
@@ -395,7 +398,7 @@ async def fetch_everything(address: tuple[str, int], topic: str, partitions: int
             if not reply.responses:
                 raise RuntimeError("Fetch answered with no partitions")
             for part in reply.responses[0].partitions:
-                ends[part.partition_index] = part.high_watermark
+                ends[part.partition_index] = part.last_stable_offset if isolation_level else part.high_watermark
                 data = part.records or b""
                 batches, valid = scan_batches(data)
                 total_bytes += valid

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from bench import cluster_bench, console_bench, loadgen, security_bench, startup
+from bench import cluster_bench, console_bench, loadgen, security_bench, startup, txn_bench
 from bench.brokers import REPO, Broker, free_port, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
@@ -367,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.run()
     extra = startup.run(args.startup_records) if args.startup_records else []
     extra += ["", *security_bench.run(args.seconds)]
+    extra += ["", *txn_bench.run(args.seconds)]
     if "cluster" in bench.only:
         extra += ["", *cluster_bench.run(args.seconds, with_tansu, args.rounds)]
     write_report(bench, extra, args.output)

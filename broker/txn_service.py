@@ -34,9 +34,10 @@ from broker.slots import Slot
 from broker.txn import TransactionConfig, TransactionCoordinator, TxnEffects
 from broker.txn.api import BINDINGS, Binding
 from broker.txn.markers import MarkerRequest, marker_requests_of
+from broker.txn.records import TransactionRecord
 from broker.txn.records import decode as decode_record
 from broker.txn.records import encode as encode_record
-from broker.txn.state import TransactionState
+from broker.txn.state import TopicPartition, TransactionState
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.consumer_offsets import partition_for
@@ -95,8 +96,11 @@ class TransactionService:
         self._sleeping_until: int | None = None
         self._nursery: trio.Nursery | None = None
         self._pending_markers: list[MarkerRequest] = []
-        #: The last append to __transaction_state per transactional id: checks see only durable state.
-        self._written_at: dict[str, int] = {}
+        #: (transactional id, partition) -> the append that added the partition to its open
+        #: transaction: Produce and TxnOffsetCommit checks see only durable additions.
+        self._added_at: dict[tuple[str, TopicPartition], int] = {}
+        #: The partitions of each transactional id's open transaction, as last appended.
+        self._appended_partitions: dict[str, frozenset[TopicPartition]] = {}
         # Metrics.
         self.records_appended = 0
         self.markers_in_flight = 0
@@ -161,12 +165,14 @@ class TransactionService:
                partition: int) -> ErrorCode:
         """Is the partition in the producer's open transaction, as far as is durable?
 
-        A transactional id whose last record is not durable yet answers
+        A partition whose addition to the transaction is not durable yet answers
         CONCURRENT_TRANSACTIONS (retriable): a client only writes after its
         AddPartitionsToTxn or AddOffsetsToTxn was answered, which waits for durability.
+        Only that partition's addition counts: an AddPartitionsToTxn in flight for other
+        partitions does not hold back a TxnOffsetCommit whose AddOffsetsToTxn was answered.
         """
-        written = self._written_at.get(transactional_id)
-        if written is not None and written > self.log.durable_seq and self.durable:
+        added = self._added_at.get((transactional_id, (topic, partition)))
+        if added is not None and added > self.log.durable_seq and self.durable:
             return E.CONCURRENT_TRANSACTIONS
         return self.coordinator.verify(transactional_id, producer_id, producer_epoch, (topic, partition))
 
@@ -218,12 +224,14 @@ class TransactionService:
         if fx.records:
             now = self.clock()
             try:
-                by_id: dict[str, list[tuple[bytes, bytes | None]]] = {}
+                by_id: dict[str, list[TransactionRecord]] = {}
                 for record in fx.records:
-                    by_id.setdefault(record.transactional_id, []).append(encode_record(record))
+                    by_id.setdefault(record.transactional_id, []).append(record)
                 for txn_id, records in by_id.items():
-                    self._written_at[txn_id] = self.log.append(txn_id, records, now)
+                    seq = self.log.append(txn_id, [encode_record(r) for r in records], now)
                     self.records_appended += len(records)
+                    for record in records:
+                        self._note_partitions(record, seq)
             except OSError as exc:
                 self._failed(f"appending to {TRANSACTION_TOPIC}", exc)
                 return
@@ -239,12 +247,24 @@ class TransactionService:
             self.commit.reply_when_durable(needed, slot)
         for job in fx.markers:
             self._start_markers(job, needed)
-        if self._written_at and len(self._written_at) > 4 * max(1, len(self.coordinator.transactions)):
+        if len(self._added_at) > 64 + 4 * len(self.coordinator.transactions):
             durable = self.log.durable_seq
-            self._written_at = {t: s for t, s in self._written_at.items() if s > durable}
+            self._added_at = {k: s for k, s in self._added_at.items() if s > durable}
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
+
+    def _note_partitions(self, record: TransactionRecord, seq: int) -> None:
+        """Remember which append added each partition of an Ongoing transaction."""
+        entry = record.entry
+        txn_id = record.transactional_id
+        if entry is None or entry.status != TransactionState.ONGOING:
+            self._appended_partitions.pop(txn_id, None)
+            return
+        partitions = frozenset((topic, p) for topic, ps in entry.partitions or () for p in ps)
+        for added in partitions - self._appended_partitions.get(txn_id, frozenset()):
+            self._added_at[(txn_id, added)] = seq
+        self._appended_partitions[txn_id] = partitions
 
     def _start_markers(self, job: MarkerRequest, needed: int) -> None:
         if self._nursery is None:

@@ -26,6 +26,7 @@ from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
 
+E = ErrorCode
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
@@ -125,6 +126,7 @@ def test_committed_records_reach_read_committed_consumers_and_aborted_ones_only_
     producer.begin_transaction()
     for i in range(4):
         producer.produce("ab", value=b"aborted-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0  # in the log before the abort (abort_transaction drops what is unsent)
     producer.send_offsets_to_transaction([TopicPartition("ab", 0, 40)], metadata, 30)
     producer.abort_transaction(30)
 
@@ -331,3 +333,60 @@ def test_kcoord_transactions_lists_and_describes_transactions_and_producers(
     assert main(["transactions", "describe", "--transactional-id", "nobody-knows-me",
                  "--bootstrap-server", broker.bootstrap]) == 1
     assert "TRANSACTIONAL_ID_NOT_FOUND" in capsys.readouterr().err
+
+
+def test_raw_protocol_error_paths_of_the_transaction_apis(broker: BrokerProcess) -> None:
+    """What a client that gets a step wrong hears, request by request (Kafka's codes)."""
+    from protocol.records import build_records, encode_batch
+
+    create_topics(broker.bootstrap, {"raw": 1})
+    with _wire(broker) as client:
+        def init(producer_id: int = -1, epoch: int = -1) -> Any:
+            return client.request(ApiKey.INIT_PRODUCER_ID, 4, {
+                "transactional_id": "raw", "transaction_timeout_ms": 60000, "producer_id": producer_id,
+                "producer_epoch": epoch})
+
+        def add(producer_id: int, epoch: int) -> int:
+            reply = client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+                "v3_and_below_transactional_id": "raw", "v3_and_below_producer_id": producer_id,
+                "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": "raw", "partitions": [0]}]})
+            return int(reply.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+
+        def end(producer_id: int, epoch: int, commit: bool) -> int:
+            return int(client.request(ApiKey.END_TXN, 3, {"transactional_id": "raw", "producer_id": producer_id,
+                                                          "producer_epoch": epoch, "committed": commit}).error_code)
+
+        def produce(producer_id: int, epoch: int, sequence: int) -> int:
+            batch = encode_batch(build_records([(None, b"raw")]), base_timestamp=0, producer_id=producer_id,
+                                 producer_epoch=epoch, base_sequence=sequence, attributes=0x10)
+            reply = client.request(ApiKey.PRODUCE, 9, {"transactional_id": "raw", "acks": -1, "timeout_ms": 5000,
+                                                       "topic_data": [{"name": "raw", "partition_data": [
+                                                           {"index": 0, "records": batch}]}]})
+            return int(reply.responses[0].partition_responses[0].error_code)
+
+        first = init()
+        pid, epoch = first.producer_id, first.producer_epoch
+        assert end(pid, epoch, True) == E.INVALID_TXN_STATE  # no transaction to end
+        assert produce(pid, epoch, 0) == E.INVALID_TXN_STATE  # the partition is not in a transaction
+        assert add(pid + 1000, epoch) == E.INVALID_PRODUCER_ID_MAPPING
+        assert add(pid, epoch) == E.NONE
+        assert produce(pid, epoch, 0) == E.NONE
+
+        second = init(pid, epoch)  # the same producer, again: fences its own open transaction
+        assert second.error_code == E.CONCURRENT_TRANSACTIONS
+        wait_until(lambda: _describe(client, "raw").transaction_state == "CompleteAbort", 30,
+                   "the fenced transaction to be aborted")
+        # The fence bumped the epoch: the old one is refused everywhere, even by InitProducerId.
+        assert init(pid, epoch).error_code == E.PRODUCER_FENCED
+        assert add(pid, epoch) == E.PRODUCER_FENCED
+        assert end(pid, epoch, False) == E.PRODUCER_FENCED
+        assert produce(pid, epoch, 1) == E.INVALID_PRODUCER_EPOCH
+        assert init(pid + 1000, 0).error_code == E.PRODUCER_FENCED  # neither the current nor the previous id
+        third = init()  # a new instance
+        assert (third.error_code, third.producer_id) == (E.NONE, pid) and third.producer_epoch > epoch + 1
+
+        assert client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["nobody-knows"]}
+                              ).transaction_states[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+        timeout = client.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": "raw-long", "transaction_timeout_ms": 10**9, "producer_id": -1, "producer_epoch": -1})
+        assert timeout.error_code == E.INVALID_TRANSACTION_TIMEOUT
