@@ -350,7 +350,7 @@ class CoordinatorLog:
             plog = self._logs.pop(partition, None)
         if plog is not None:
             plog.close()
-        directory = coordinator_partition_dir(self.data_dir, partition)
+        directory = partition_dir(self.data_dir, self.topic, partition)
         if self.fs.exists(directory):
             self.fs.remove_tree(directory)
             self.fs.fsync_directory(self.data_dir)
