@@ -22,13 +22,14 @@ import trio
 
 from broker import admin_audit
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
-from broker.coordinator.api import BINDINGS, Binding, Rejected
+from broker.coordinator.api import BINDINGS, Binding, Rejected, error_result
 from broker.coordinator.classic.state import ClassicGroupState
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode as encode_record
 from broker.coordinator.requests import ClientInfo
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
+from broker.replication import AllSettled, Replication
 from broker.slots import Slot
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
@@ -105,7 +106,9 @@ class GroupService:
         self.clock = clock
         self.on_storage_failure: StorageFailure = raise_storage_failure
         self.stopped = False  # a write or fsync failed: nothing more is appended or answered
-        self._tickets: dict[int, tuple[Slot, Binding]] = {}
+        self._tickets: dict[int, tuple[Slot, Binding, Any]] = {}
+        #: A cluster node's partition replication (None: one node, one replica).
+        self.replication: Replication | None = None
         self._next_ticket = 0
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
@@ -171,7 +174,7 @@ class GroupService:
             return slot
         self._next_ticket += 1
         ticket = self._next_ticket
-        self._tickets[ticket] = (slot, binding)
+        self._tickets[ticket] = (slot, binding, typed)
         audit = admin_audit.snapshot(header.api_key, request.body, self.coordinator.offsets) \
             if header.api_key in admin_audit.AUDITED else None
         self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
@@ -208,6 +211,7 @@ class GroupService:
         """
         if self.stopped:
             return
+        written: dict[int, int] = {}
         if fx.records:
             now = self.clock()
             log_ = self.log
@@ -215,6 +219,10 @@ class GroupService:
                 for group_id, records in fx.records.items():
                     log_.append(group_id, [encode_record(r) for r in records], now)
                     self.records_appended += len(records)
+                    partition = log_.partition_of(group_id)
+                    plog = log_.partition_log(partition)
+                    if plog is not None:
+                        written[partition] = plog.next_offset
             except OSError as exc:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
@@ -222,25 +230,60 @@ class GroupService:
             self.batches_appended += len(fx.records)
             self.commit.appended()
         needed = self.log.written_seq
-        commit = self.commit
+        replies: list[tuple[Slot, dict[str, Any] | None, Binding | None, Any]] = []
         for ticket, result in fx.replies:
             entry = self._tickets.pop(ticket, None)
             if entry is None:
                 continue
-            slot, binding = entry
-            body = binding.encode(slot.version, result)
-            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, body)
-            if slot.api_key == OFFSET_COMMIT:
-                commit.reply_when_durable(needed, slot, commit_timed_out, body)
-            else:
-                commit.reply_when_durable(needed, slot)
-        for slot in answered:
-            commit.reply_when_durable(needed, slot)
+            slot, binding, typed = entry
+            encoded = binding.encode(slot.version, result)
+            slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, encoded)
+            replies.append((slot, encoded, binding, typed))
+        replies.extend((slot, None, None, None) for slot in answered)
+        if self.replication is not None and written:
+            self._after_replication(written, needed, replies)
+        else:
+            for slot, reply_body, _, _ in replies:
+                self._when_durable(needed, slot, reply_body)
         # Wake the timer task only if the earliest deadline moved earlier than what it
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._timers_changed.set()
+
+    def _when_durable(self, needed: int, slot: Slot, body: dict[str, Any] | None) -> None:
+        if slot.api_key == OFFSET_COMMIT and body is not None:
+            self.commit.reply_when_durable(needed, slot, commit_timed_out, body)
+        else:
+            self.commit.reply_when_durable(needed, slot)
+
+    def _after_replication(self, written: dict[int, int], needed: int,
+                           replies: list[tuple[Slot, dict[str, Any] | None, Binding | None, Any]]) -> None:
+        """On a cluster node: the records go to the followers, and the replies wait until the
+        ISR of every partition written has them (then for the local fsync). If it never will
+        (this node stopped leading, the ISR fell below min.insync.replicas), each reply is the
+        request's NOT_COORDINATOR error, as Kafka's coordinator answers a failed write, and
+        the client finds the coordinator again."""
+        replication = self.replication
+        assert replication is not None
+
+        def settled(failures: dict[tuple[str, int], ErrorCode]) -> None:
+            for slot, body, binding, typed in replies:
+                if not failures:
+                    self._when_durable(needed, slot, body)
+                    continue
+                if binding is not None:
+                    failed = binding.encode(slot.version, error_result(typed, ErrorCode.NOT_COORDINATOR))
+                    slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, failed)
+                slot.event.set()
+
+        if not replies:
+            for partition, end in written.items():
+                replication.appended(COORDINATOR_TOPIC, partition, end, None)
+            return
+        gate = AllSettled(len(written), settled)
+        for partition, end in written.items():
+            replication.appended(COORDINATOR_TOPIC, partition, end, gate.one(COORDINATOR_TOPIC, partition))
 
     def _sync_failed(self, exc: OSError) -> None:
         self.stopped = True

@@ -739,12 +739,13 @@ class PartitionLog:
                     yield batch.base_offset, batch
                 index = stop
 
-    def read_raw(self, start_offset: int, max_bytes: int) -> bytes:
+    def read_raw(self, start_offset: int, max_bytes: int, upto: int | None = None) -> bytes:
         """Whole raw batches from the one holding ``start_offset``, up to ``max_bytes``.
 
         Kafka fetch semantics: at least one batch even if it alone exceeds ``max_bytes``,
         and never past the end of one segment (the client simply fetches again). Returns
-        b"" at the log end; raises ``OffsetOutOfRangeError`` outside the log.
+        b"" at the log end; raises ``OffsetOutOfRangeError`` outside the log. ``upto`` (the
+        high watermark, for consumers) leaves out batches that start at or after it.
         """
         with self._lock:
             if not self.log_start_offset <= start_offset <= self.next_offset:
@@ -754,7 +755,10 @@ class PartitionLog:
         for segment, index, count in self._snapshot(start_offset):
             begin = segment.positions[index]
             stop = index + 1
-            while stop < count and segment.batch_end(stop) - begin <= max_bytes:
+            if upto is not None and segment.offsets[index] >= upto:
+                return b""
+            while stop < count and segment.batch_end(stop) - begin <= max_bytes and (
+                    upto is None or segment.offsets[stop] < upto):
                 stop += 1
             return segment.read(begin, segment.batch_end(stop - 1) - begin)
         return b""
