@@ -378,6 +378,11 @@ class PartitionLog:
         end = self.next_offset
         return end if self._high_watermark is None else min(self._high_watermark, end)
 
+    @property
+    def replicated_high_watermark(self) -> int | None:
+        """The high watermark replication last set (None: never set since the log opened)."""
+        return self._high_watermark
+
     def set_high_watermark(self, offset: int | None) -> None:
         """Set by replication (None: no replication, the log end is the high watermark)."""
         self._high_watermark = offset
