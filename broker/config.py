@@ -343,6 +343,9 @@ SETTINGS: tuple[Setting, ...] = (
             "A follower that has not caught up with its leader's log end for this long leaves the ISR "
             "(Kafka's Partition.maybeShrinkIsr); acks=all writes wait for the ISR, so this bounds how long a "
             "dead follower holds them up.", _positive, "> 0"),
+    Setting("auto.leader.rebalance.enable", bool, True,
+            "A leader that is not its partition's preferred replica (the first one) hands the partition "
+            "back to it once that replica is alive and in the ISR, so leadership spreads over the nodes."),
     Setting("unclean.leader.election.enable", bool, False,
             "When no in-sync replica of a partition is alive, let an out-of-sync one lead (losing what only "
             "the ISR had); the default of a topic's unclean.leader.election.enable."),

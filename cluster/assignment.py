@@ -84,9 +84,17 @@ def place_missing(image: ClusterImage) -> list[Change]:
 
 def grow_replicas(image: ClusterImage) -> list[Change]:
     """More replicas for partitions that have fewer than their topic's replication factor,
-    on the least loaded live nodes that do not hold them yet. The ISR stays as it is."""
+    on the least loaded live nodes that do not hold them yet. The ISR stays as it is.
+
+    The preferred leader (the first replica) of a grown partition becomes whichever of its
+    replicas is the preferred leader of the fewest partitions, so leadership spreads over
+    the nodes as they join (the leader hands over once that replica is in sync)."""
     live = sorted(image.nodes)
     load = load_of(image, live)
+    preferred: dict[int, int] = dict.fromkeys(live, 0)
+    for assignment in image.assignments.values():
+        if assignment.preferred_leader >= 0:
+            preferred[assignment.preferred_leader] = preferred.get(assignment.preferred_leader, 0) + 1
     changes: list[Change] = []
     for tp, assignment in sorted(image.assignments.items()):
         topic = image.topics.get(tp[0])
@@ -98,7 +106,12 @@ def grow_replicas(image: ClusterImage) -> list[Change]:
             continue
         for node in added:
             load[node] += 1
-        changes.append(Change(tp, Assignment((*assignment.replicas, *added)),
+        replicas = (*assignment.replicas, *added)
+        first = min(replicas, key=lambda n: (preferred.get(n, 0) - (n == replicas[0]), replicas.index(n)))
+        preferred[replicas[0]] = preferred.get(replicas[0], 0) - 1
+        preferred[first] = preferred.get(first, 0) + 1
+        replicas = (first, *(r for r in replicas if r != first))
+        changes.append(Change(tp, Assignment(replicas),
                               f"replication factor {topic.replication_factor}: adding {list(added)}"))
     return changes
 

@@ -54,7 +54,7 @@ from cluster.model import (
 )
 from cluster.replica import ReplicaClient
 from cluster.replicator import Replicator
-from cluster.roles import Role, handover_target, roles
+from cluster.roles import Role, handover_target, roles, should_hand_back
 from cluster.routing import decide
 from cluster.view import ClusterPlacement, ListenerDirectory, Serving
 from protocol.api_keys import ApiKey
@@ -109,6 +109,7 @@ class ClusterNode:
         self.rack: str | None = config["broker.rack"] or None
         self.inter_broker: str | None = config["inter.broker.listener.name"] or None
         self.unclean_default: bool = config["unclean.leader.election.enable"]
+        self.hand_back: bool = config["auto.leader.rebalance.enable"]
         self.offsets_replication_factor: int = config["offsets.topic.replication.factor"]
         self.serving = Serving(self.lease, clock=clock)
         self.replicator = Replicator(self)
@@ -361,6 +362,10 @@ class ClusterNode:
             if role is Role.LEAD:
                 if lease_ok:
                     self._lead(tp)
+                    if (self.hand_back and tp in self.serving.led and tp not in self.busy
+                            and tp not in self.handovers and should_hand_back(self.image, self.node_id, tp)):
+                        self.busy.add(tp)
+                        self._spawn(self._hand_back, tp)
                 continue
             self._unlead(tp)
             if role is Role.CLAIM and lease_ok and tp not in self.busy:
@@ -522,6 +527,25 @@ class ClusterNode:
         except (EtcdUnavailable, EtcdError) as exc:
             log.warning("could not claim %s-%d: %s", *tp, exc)
             await trio.sleep(0.2)
+        finally:
+            self.busy.discard(tp)
+            self._changed.set()
+
+    async def _hand_back(self, tp: TopicPartition) -> None:
+        """Give the leadership up to the preferred replica, now in sync: delete the leader key
+        (compare-and-set on this leader's epoch); that replica is the one elected next."""
+        try:
+            leadership = self.image.leaders.get(tp)
+            if leadership is None or leadership.leader != self.node_id:
+                return
+            key = self.keys.leader(*tp)
+            result = await self.etcd.txn([Compare(key, "MOD", leadership.epoch)], [Delete(key)])
+            if result.succeeded:
+                log.info("handing %s-%d back to its preferred replica", *tp)
+                self.image.apply(key, None, result.revision)
+                self._unlead(tp)
+        except (EtcdUnavailable, EtcdError) as exc:
+            log.warning("could not hand %s-%d back: %s", *tp, exc)
         finally:
             self.busy.discard(tp)
             self._changed.set()

@@ -84,3 +84,14 @@ def handover_target(image: ClusterImage, me: int, tp: TopicPartition) -> int | N
     if assignment is None or leadership is None or leadership.leader != me or not assignment.adding:
         return None
     return assignment.adding[0]
+
+
+def should_hand_back(image: ClusterImage, me: int, tp: TopicPartition) -> bool:
+    """This leader should give the partition up to its preferred leader: that replica is
+    alive and in the ISR (Kafka's preferred replica election, auto.leader.rebalance.enable)."""
+    assignment = image.assignments.get(tp)
+    leadership = image.leaders.get(tp)
+    if assignment is None or leadership is None or leadership.leader != me or assignment.moving:
+        return False
+    preferred = assignment.preferred_leader
+    return preferred != me and preferred >= 0 and image.live(preferred) and preferred in image.isr_of(tp)
