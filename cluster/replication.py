@@ -109,17 +109,22 @@ class LeaderState:
             return True
         return False
 
-    def wanted_isr(self, now: float, lag_s: float) -> frozenset[int] | None:
-        """The ISR this leader should write, or None when it is right (or a change is pending)."""
+    def wanted_isr(self, now: float, lag_s: float, live: frozenset[int] | None = None) -> frozenset[int] | None:
+        """The ISR this leader should write, or None when it is right (or a change is pending).
+
+        A replica whose node is no longer ``live`` (its lease ended) leaves at once, as KRaft
+        takes a fenced broker out of every ISR, rather than after the lag time."""
         if self.pending_isr is not None:
             return None
         wanted = set(self.isr) | {self.me}
         for replica in list(wanted):
             follower = self.followers.get(replica)
-            if replica != self.me and (follower is None or now - follower.last_caught_up > lag_s):
+            if replica != self.me and (follower is None or now - follower.last_caught_up > lag_s
+                                       or (live is not None and replica not in live)):
                 wanted.discard(replica)
         for replica, follower in self.followers.items():
-            if (replica not in wanted and replica in self.replicas and follower.end_offset >= self.high_watermark
+            if (replica not in wanted and replica in self.replicas and (live is None or replica in live)
+                    and follower.end_offset >= self.high_watermark
                     and follower.end_offset >= self.epoch_start_offset):
                 wanted.add(replica)
         found = frozenset(wanted)

@@ -207,8 +207,9 @@ class Replicator:
             self._isr_wake = trio.Event()
             now = self.node.clock()
             if self.node.lease.valid(now):
+                live = frozenset(self.node.image.nodes)
                 for tp, state in list(self.leaders.items()):
-                    wanted = state.wanted_isr(now, self.lag_s)
+                    wanted = state.wanted_isr(now, self.lag_s, live)
                     if wanted is not None:
                         await self._write_isr(tp, state, wanted)
             with trio.move_on_after(ISR_CHECK_S):

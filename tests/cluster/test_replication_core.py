@@ -80,6 +80,7 @@ def test_a_follower_that_stops_catching_up_leaves_the_isr_and_comes_back_once_it
     assert state.wanted_isr(now=2.0, lag_s=1.0) is None  # behind the high watermark
     state.on_fetch(3, 5, 5, 2.1)
     assert state.wanted_isr(now=2.1, lag_s=1.0) == frozenset({1, 2, 3})
+    assert state.wanted_isr(now=2.1, lag_s=1.0, live=frozenset({1, 3})) == frozenset({1, 3})  # 2's lease ended
 
 
 def test_writes_wait_for_the_isr_and_fail_when_leadership_ends() -> None:
