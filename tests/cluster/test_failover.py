@@ -254,3 +254,98 @@ def test_a_paused_coordinator_leader_loses_its_partition_and_acknowledges_nothin
     except BaseException as exc:
         abort(cluster, committers, verifier, exc)
         raise
+
+
+class Producer:
+    """An idempotent acks=all producer sending 0, 1, 2... to partition 0 of ``topic``."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.sent = 0
+        self.acked: set[int] = set()
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Producer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True,
+                                 retries=1_000_000, request_timeout_ms=8000, retry_backoff_ms=50,
+                                 reconnect_backoff_max_ms=500, delivery_timeout_ms=120_000, linger_ms=5)
+        while not self._stop.is_set():
+            value = self.sent
+            future = producer.send(self.topic, str(value).encode(), partition=0)
+            future.add_callback(lambda _meta, v=value: self.acked.add(v))
+            future.add_errback(lambda exc: self.failures.append(repr(exc)[:160]))
+            self.sent += 1
+            if self.sent - len(self.acked) > 200:
+                producer.flush(60)
+        producer.flush(120)
+        producer.close(30)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(150)
+        assert not self._thread.is_alive()
+
+
+def read_all(bootstrap: str, topic: str, at_least: int) -> list[int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    values: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(values) < at_least and time.monotonic() < deadline:
+        for batch in consumer.poll(1000).values():
+            values.extend(int(record.value) for record in batch)
+    consumer.close()
+    return values
+
+
+def test_an_idempotent_producer_across_leader_kills_leaves_no_duplicate_and_no_gap(replicated: Cluster) -> None:
+    cluster = replicated
+    for node in (1, 2, 3):
+        cluster.start(node)
+    bootstrap = ",".join(p.bootstrap for p in cluster.nodes.values())
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.nodes[1].bootstrap)
+    admin.create_topics([NewTopic("events", 1, 3)])
+    admin.close()
+    wait_for(lambda: len(cluster.image().isrs.get(("events", 0), ())) == 3, 60, "events-0 has three in-sync replicas")
+    producer = Producer(bootstrap, "events").start()
+    try:
+        wait_for(lambda: len(producer.acked) > 100, 60, "the producer's records are acknowledged")
+        for round_ in range(min(ROUNDS, 5)):
+            leader = cluster.leaders("events")[0]
+            before = len(producer.acked)
+            cluster.nodes[leader].kill()
+            wait_for(lambda b=before: len(producer.acked) > b + 50, 60,
+                     f"round {round_}: records are acknowledged again after node {leader} was killed")
+            restart(cluster, leader)
+            wait_for(lambda: len(cluster.image().isrs.get(("events", 0), ())) == 3 and cluster.leaders("events")[0] > 0,
+                     60, f"round {round_}: node {leader} is back in the ISR")
+        producer.stop()
+    except BaseException as exc:
+        producer._stop.set()
+        if isinstance(exc, AssertionError):
+            exc.args = (f"{exc.args[0]}\nacked {len(producer.acked)}, failures {producer.failures[-3:]}\n"
+                        + "\n".join(f"---- node {n}\n{p.log()[-3000:]}" for n, p in cluster.nodes.items()),)
+        raise
+    assert producer.failures == []
+    values = read_all(bootstrap, "events", producer.sent)
+    assert len(values) == len(set(values)), "no record twice"
+    assert values == list(range(len(values))), "every record, in order, with no gap"
+    assert producer.acked <= set(values), "every acknowledged record is there"
+    assert len(values) == producer.sent > 100
