@@ -349,3 +349,39 @@ def test_an_idempotent_producer_across_leader_kills_leaves_no_duplicate_and_no_g
     assert values == list(range(len(values))), "every record, in order, with no gap"
     assert producer.acked <= set(values), "every acknowledged record is there"
     assert len(values) == producer.sent > 100
+
+
+def test_a_node_whose_disk_is_wiped_comes_back_empty_and_re_replicates(replicated: Cluster) -> None:
+    import shutil
+
+    cluster = replicated
+    bootstrap, partition, groups = start_cluster(cluster)
+    committers = [Committer(bootstrap, g).start() for g in groups]
+    verifier = Verifier(bootstrap, groups).start()
+    try:
+        wait_for(lambda: progressed(committers, [0, 0, 0], by=50), 60, "the groups commit")
+        leader = cluster.leaders(COORDINATOR_TOPIC)[partition]
+        victim = next(n for n in (1, 2, 3) if n != leader)
+        proc = cluster.nodes[victim]
+        proc.kill()
+        shutil.rmtree(proc.data_dir)
+        before = [c.acked for c in committers]
+        wait_for(lambda: progressed(committers, before), 60, f"the groups commit while node {victim} is gone")
+        restart(cluster, victim)
+        wait_for(lambda: all(in_sync(cluster, p) for p in range(PARTITIONS)), 60,
+                 f"node {victim} is back in every ISR")
+        # Both other nodes die: the wiped node alone leads now, from what it re-replicated.
+        others = [n for n in (1, 2, 3) if n != victim]
+        for node in others:
+            cluster.nodes[node].kill()
+        wait_for(lambda: cluster.leaders(COORDINATOR_TOPIC).get(partition, -1) == victim, 30,
+                 f"node {victim} leads the partition")
+        before = [c.acked for c in committers]
+        wait_for(lambda: progressed(committers, before), 60, "the groups go on committing")
+        status = cluster.status()
+        row = next(r for r in status["partitions"] if (r["topic"], r["partition"]) == (COORDINATOR_TOPIC, partition))
+        assert row["isr"] == [victim] and row["under_replicated"]
+        finish(cluster, bootstrap, committers, verifier)
+    except BaseException as exc:
+        abort(cluster, committers, verifier, exc)
+        raise
