@@ -177,10 +177,17 @@ def finish(cluster: Cluster, bootstrap: str, committers: list[Committer], verifi
     from kafka import KafkaAdminClient, TopicPartition
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    tp = TopicPartition("t", 0)
+
+    def committed(group: str) -> int | None:
+        try:
+            return int(admin.list_group_offsets({group: [tp]})[group][tp].offset)
+        except Exception:  # a leader handing the partition back: ask again
+            return None
+
     try:
         for committer in committers:
-            found = admin.list_group_offsets({committer.group: [TopicPartition("t", 0)]})[committer.group]
-            offset = found[TopicPartition("t", 0)].offset
+            offset = wait_for(lambda g=committer.group: committed(g), 30, f"{committer.group}'s committed offset")
             assert offset >= committer.acked, f"{committer.group}: acknowledged {committer.acked}, kept {offset}"
     finally:
         admin.close()
