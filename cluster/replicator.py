@@ -23,21 +23,40 @@ readable and acknowledged once durable.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import trio
 
 from broker.metrics import Family, counter, gauge
 from broker.replication import Settled
-from cluster.etcd import Compare, EtcdError, EtcdUnavailable, Put
-from cluster.model import COORDINATOR_TOPIC, TopicPartition, encode_isr
+from cluster.etcd import Compare, EtcdClient, EtcdError, EtcdUnavailable, Put
+from cluster.fencing import LeaseClock
+from cluster.model import COORDINATOR_TOPIC, ClusterImage, Keys, TopicPartition, encode_isr
 from cluster.replica import ReplicaClient
 from cluster.replication import LeaderState, divergence
 from protocol.errors import ErrorCode
 from storage.partition import PartitionLog
 
-if TYPE_CHECKING:
-    from cluster.node import ClusterNode
+
+class Node(Protocol):
+    """What replication uses of its node (``cluster.node.ClusterNode``)."""
+
+    config: Any
+    node_id: int
+    image: ClusterImage
+    keys: Keys
+    etcd: EtcdClient
+    lease: LeaseClock
+    catalog: Any
+    broker: Any
+    inter_broker: str | None
+
+    def clock(self) -> float: ...
+
+    def _local_log(self, tp: TopicPartition) -> PartitionLog | None: ...
+
+    def _spawn(self, fn: Callable[..., Any], *args: Any) -> None: ...
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -51,7 +70,7 @@ _NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 class Replicator:
     """Replication for one node: ``broker.replication.Replication`` for its services."""
 
-    def __init__(self, node: ClusterNode) -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
         config = node.config
         self.lag_s = config["replica.lag.time.max.ms"] / 1000
@@ -311,7 +330,8 @@ class Replicator:
             plog: PartitionLog | None = node.broker.groups.log.open_partition(tp[1])
             return plog
         assert node.catalog is not None
-        return node.catalog.hold(*tp)
+        held: PartitionLog | None = node.catalog.hold(*tp)
+        return held
 
     async def _on_fetched(self, tp: TopicPartition, plog: PartitionLog, fetched: Any) -> None:
         if fetched.diverging is not None:
