@@ -15,7 +15,8 @@ As Kafka's Partition and Replica classes:
   (``Partition.maybeShrinkIsr``); a replica outside it whose log reaches the high watermark
   and this leader's first offset joins it (``Partition.maybeExpandIsr``);
 - a write acknowledged "when the ISR has it" waits until the high watermark passes its end;
-  it fails with NOT_ENOUGH_REPLICAS if the ISR is then smaller than ``min.insync.replicas``,
+  it fails with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is then smaller than
+  ``min.insync.replicas`` (Kafka's Partition.checkEnoughReplicasReachOffset),
   and with NOT_LEADER_OR_FOLLOWER if this node stops leading first.
 """
 
@@ -32,6 +33,8 @@ from protocol.errors import ErrorCode
 Done = Callable[[ErrorCode], None]
 
 _order = itertools.count()
+#: A follower that has never caught up (or lost what it had).
+NEVER = float("-inf")
 
 
 @dataclass
@@ -40,7 +43,7 @@ class FollowerState:
 
     #: The follower's log end, from its last fetch (-1: it has not fetched from this leader).
     end_offset: int = -1
-    last_caught_up: float = 0.0
+    last_caught_up: float = float("-inf")
     last_fetch_at: float = 0.0
     #: The leader's log end when it answered the follower's previous fetch.
     leader_end_at_last_fetch: int = -1
@@ -73,7 +76,7 @@ class LeaderState:
         state = cls(me, epoch, replicas, frozenset(isr) | {me}, min(high_watermark, log_end), log_end, min_insync)
         for replica in replicas:
             if replica != me:
-                state.followers[replica] = FollowerState(last_caught_up=now if replica in state.isr else 0.0)
+                state.followers[replica] = FollowerState(last_caught_up=now if replica in state.isr else NEVER)
         return state
 
     # ---------------------------------------------------------------- the followers
@@ -85,7 +88,10 @@ class LeaderState:
             if replica not in self.replicas:
                 return
             follower = self.followers[replica] = FollowerState()
-        if fetch_offset >= log_end:
+        if 0 <= fetch_offset < min(follower.end_offset, self.high_watermark):
+            # Its log lost records the ISR acknowledged (a wiped disk): it is out of sync.
+            follower.last_caught_up = NEVER
+        elif fetch_offset >= log_end:
             follower.last_caught_up = now
         elif follower.leader_end_at_last_fetch >= 0 and fetch_offset >= follower.leader_end_at_last_fetch:
             follower.last_caught_up = max(follower.last_caught_up, follower.last_fetch_at)
@@ -165,7 +171,7 @@ class LeaderState:
         return len(self._waiting)
 
     def _outcome(self) -> ErrorCode:
-        return ErrorCode.NONE if len(self.isr) >= self.min_insync else ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE if len(self.isr) >= self.min_insync else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 def divergence(diverging_epoch: int, diverging_end: int, local_end_for_epoch: tuple[int, int],

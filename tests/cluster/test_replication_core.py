@@ -96,7 +96,16 @@ def test_writes_wait_for_the_isr_and_fail_when_leadership_ends() -> None:
     assert state.abandon() and state.waiting == 0
     state.isr_written(frozenset({1}))
     state.wait(2, outcomes.append)
-    assert outcomes[-1] is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert outcomes[-1] is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_a_follower_that_comes_back_without_acknowledged_records_leaves_the_isr_at_once() -> None:
+    state = LeaderState.begin(1, 10, (1, 2, 3), (1, 2, 3), log_end=5, high_watermark=0, now=0.0)
+    state.on_fetch(2, 5, 5, 0.1)
+    state.on_fetch(3, 5, 5, 0.1)
+    state.advance(5)
+    state.on_fetch(2, 0, 5, 0.2)  # node 2 restarted with an empty disk
+    assert state.wanted_isr(now=0.2, lag_s=30.0) == frozenset({1, 3})
 
 
 def test_a_follower_cuts_its_log_at_the_leaders_end_of_the_diverging_epoch() -> None:
