@@ -219,10 +219,11 @@ class GroupService:
                 for group_id, records in fx.records.items():
                     log_.append(group_id, [encode_record(r) for r in records], now)
                     self.records_appended += len(records)
-                    partition = log_.partition_of(group_id)
-                    plog = log_.partition_log(partition)
-                    if plog is not None:
-                        written[partition] = plog.next_offset
+                    if self.replication is not None:
+                        partition = log_.partition_of(group_id)
+                        plog = log_.partition_log(partition)
+                        if plog is not None:
+                            written[partition] = plog.next_offset
             except OSError as exc:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)

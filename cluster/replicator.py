@@ -36,7 +36,7 @@ from cluster.model import COORDINATOR_TOPIC, ClusterImage, Keys, TopicPartition,
 from cluster.replica import ReplicaClient
 from cluster.replication import LeaderState, divergence
 from protocol.errors import ErrorCode
-from storage.partition import PartitionLog
+from storage.partition import CorruptLogError, PartitionLog
 
 
 class Node(Protocol):
@@ -319,7 +319,17 @@ class Replicator:
                         client = None
                         await trio.sleep(0.2)
                         continue
-                    await self._on_fetched(tp, plog, fetched)
+                    try:
+                        await self._on_fetched(tp, plog, fetched)
+                    except (ValueError, CorruptLogError) as exc:
+                        # The log was closed under the fetch (the topic went), or the leader sent
+                        # what does not fit: look again from what the log holds now.
+                        log.warning("following %s-%d: %s", *tp, exc)
+                        await trio.sleep(0.5)
+                        found = await trio.to_thread.run_sync(self._follower_log, tp)
+                        if found is None or found.closed:
+                            return
+                        plog = found
             finally:
                 if client is not None:
                     await client.aclose()
