@@ -117,7 +117,9 @@ class Replicator:
         plog.leader_epoch = epoch
         state = self.leaders.get(tp)
         if state is not None and state.epoch == epoch:
-            state.replicas = self.node.image.assignments[tp].replicas
+            assignment = self.node.image.assignments.get(tp)
+            if assignment is not None:
+                state.replicas = assignment.replicas
             return
         if state is not None:
             self.stop_leading(tp)
