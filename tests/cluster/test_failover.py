@@ -152,8 +152,15 @@ def start_cluster(cluster: Cluster) -> tuple[str, int, list[str]]:
     bootstrap = ",".join(p.bootstrap for p in cluster.nodes.values())
     create_topic(cluster.nodes[1].bootstrap, "t", 1)
     partition = partition_for("flip-0", PARTITIONS)
-    wait_for(lambda: all(in_sync(cluster, p) for p in range(PARTITIONS)), 60,
-             "every coordinator partition led, with three in-sync replicas")
+    try:
+        wait_for(lambda: all(in_sync(cluster, p) for p in range(PARTITIONS)), 60,
+                 "every coordinator partition led, with three in-sync replicas")
+    except AssertionError as exc:
+        image = cluster.image()
+        state = {p: (getattr(image.leader_of((COORDINATOR_TOPIC, p)), "leader", -1),
+                     image.isrs.get((COORDINATOR_TOPIC, p))) for p in range(PARTITIONS)}
+        logs = "\n".join(f"---- node {n}\n{proc.log()[-4000:]}" for n, proc in cluster.nodes.items())
+        raise AssertionError(f"{exc}: (leader, ISR) {state}\n{logs}") from None
     return bootstrap, partition, groups_on(partition, 3)
 
 
