@@ -229,7 +229,8 @@ def test_killing_the_coordinator_leader_again_and_again_loses_no_acknowledged_co
             before = [c.acked for c in committers]
             killed_at = time.monotonic()
             cluster.nodes[leader].kill()
-            wait_for(lambda b=before: progressed(committers, b, 1), 60,
+            # Two: one commit may have been answered by the old leader just before the kill.
+            wait_for(lambda b=before: progressed(committers, b, 2), 60,
                      f"round {round_}: every group commits again after node {leader} was killed")
             failover_s.append(time.monotonic() - killed_at)
             restart(cluster, leader)
