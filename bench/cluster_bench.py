@@ -37,6 +37,9 @@ SETTINGS: dict[str, object] = {
     "group.initial.rebalance.delay.ms": 0, "log.flush.policy": "durable",
     "offsets.topic.num.partitions": OFFSETS_PARTITIONS, "cluster.rebalance.delay.ms": 500,
     "cluster.rebalance.max.moves": 8,
+    # One replica per partition: the rows compare node counts and time moves, which reassign
+    # single-replica partitions (bench/replication_bench.py has the replicated figures).
+    "offsets.topic.replication.factor": 1,
 }
 COMMIT_SHAPE = "8 conn per node, 1 part/req, depth 8"
 PRODUCE_SHAPE = "8 conn per node, 100 x 1024 B records/batch, acks=-1, depth 4"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from bench import cluster_bench, console_bench, loadgen, security_bench, startup, txn_bench
+from bench import cluster_bench, console_bench, loadgen, replication_bench, security_bench, startup, txn_bench
 from bench.brokers import REPO, Broker, free_port, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
@@ -340,6 +340,7 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         "make bench            # the full suite, about 25 minutes on 2 cores",
         "python -m bench.run --seconds 1 --rounds 1 --members 10   # a quick look",
         "python -m bench.cluster_bench   # only the cluster section, replaced in this file",
+        "python -m bench.replication_bench   # only the replication section, replaced in this file",
         "```",
     ]
     path.write_text("\n".join(lines) + "\n")
@@ -370,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     extra += ["", *txn_bench.run(args.seconds)]
     if "cluster" in bench.only:
         extra += ["", *cluster_bench.run(args.seconds, with_tansu, args.rounds)]
+        extra += ["", *replication_bench.run(args.seconds)]
     write_report(bench, extra, args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

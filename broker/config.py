@@ -314,8 +314,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log.message.timestamp.after.max.ms", int, INT64_MAX,
             "The default message.timestamp.after.max.ms of topics.", _non_negative, ">= 0"),
     Setting("min.insync.replicas", int, 1,
-            "The default min.insync.replicas of topics; kcoord has one replica, so above 1 acks=all "
-            "produce is refused with NOT_ENOUGH_REPLICAS, as Kafka refuses it.", _positive, ">= 1"),
+            "The default min.insync.replicas of topics (and of __consumer_offsets): an acks=all produce, an "
+            "offset commit or a group change is refused with NOT_ENOUGH_REPLICAS (a coordinator answers "
+            "NOT_COORDINATOR for it) while fewer replicas are in sync. A single node has one replica, so "
+            "above 1 it refuses every acks=all produce, as Kafka does.", _positive, ">= 1"),
     Setting("log.cleaner.enable", bool, True,
             "Compact the coordinator log in the background (latest record per key, then tombstones go)."),
     Setting("log.cleaner.backoff.ms", int, 15000, "How long the cleaner sleeps between checks.",
@@ -363,6 +365,24 @@ SETTINGS: tuple[Setting, ...] = (
             _non_negative, ">= 0"),
     Setting("cluster.rebalance.max.moves", int, 4, "Most partition moves the controller has under way at once.",
             _positive, "> 0"),
+    Setting("default.replication.factor", int, 1,
+            "Replicas of a topic created without a replication factor (CreateTopics with -1, or "
+            "auto-created). A cluster refuses more than its live nodes with INVALID_REPLICATION_FACTOR.",
+            _positive, ">= 1"),
+    Setting("offsets.topic.replication.factor", int, 3,
+            "Replicas of each __consumer_offsets partition, capped at the number of live nodes when the "
+            "partition is placed; the controller adds replicas as nodes join, up to this number.",
+            _positive, ">= 1"),
+    Setting("replica.lag.time.max.ms", int, 30000,
+            "A follower that has not caught up with its leader's log end for this long leaves the ISR "
+            "(Kafka's Partition.maybeShrinkIsr); acks=all writes wait for the ISR, so this bounds how long a "
+            "dead follower holds them up.", _positive, "> 0"),
+    Setting("auto.leader.rebalance.enable", bool, True,
+            "A leader that is not its partition's preferred replica (the first one) hands the partition "
+            "back to it once that replica is alive and in the ISR, so leadership spreads over the nodes."),
+    Setting("unclean.leader.election.enable", bool, False,
+            "When no in-sync replica of a partition is alive, let an out-of-sync one lead (losing what only "
+            "the ISR had); the default of a topic's unclean.leader.election.enable."),
     Setting("cluster.handover.timeout.ms", int, 10000,
             "How long a leader handing a partition over stops taking writes for it, waiting for the new "
             "replica to fetch the last of the log, before it serves the partition again and retries later.",

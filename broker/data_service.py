@@ -31,6 +31,7 @@ import trio
 from broker.metrics import REQUEST_BUCKETS, Family, Histogram, counter, gauge
 from broker.producers import ProducerIds
 from broker.record_validation import Refused, TopicRules, validate
+from broker.replication import AllSettled, Replication
 from broker.slots import Slot
 from broker.topics import TopicCatalog
 from protocol.api_keys import ApiKey
@@ -40,6 +41,7 @@ from protocol.records import MAGIC, EndTransactionMarker, encode_marker_batch, s
 from storage.cleaner import CleanResult
 from storage.group_commit import GroupCommit
 from storage.journal import Journal
+from storage.layout import producer_state_file
 from storage.maintenance import Job
 from storage.partition import PartitionLog
 from storage.producer_state import PartitionProducerState
@@ -88,6 +90,8 @@ class PartitionResult:
     message: str | None = None
     record_errors: list[tuple[int, str | None]] = field(default_factory=list)
     log_start: int = -1
+    #: The log end after the append (-1: nothing appended).
+    end: int = -1
 
 
 def _raise(what: str, error: OSError) -> None:
@@ -131,6 +135,8 @@ class DataService:
                                   name="topic partitions")
         self._nursery: trio.Nursery | None = None
         self._producers: dict[PartitionLog, PartitionProducerState] = {}
+        #: A cluster node's partition replication (None: one node, one replica).
+        self.replication: Replication | None = None
         self.producer_ids = ProducerIds(catalog.data_dir, catalog.fs)
         #: The transaction coordinator, asked about a transaction's first write to a partition.
         self.transactions: TransactionVerifier | None = None
@@ -276,6 +282,8 @@ class DataService:
                                                                  body.acks, transactional_id)
                 if self.stopped:
                     return None
+        if self.replication is not None:
+            return self._replicated(request, results)
         if body.acks == 0:
             return None
         reply = self._produce_reply(body, lambda t, p: results[(t, p)])
@@ -285,6 +293,54 @@ class DataService:
             self.commit.reply_when_durable(self._journal.written_seq, slot)
             return slot
         return reply
+
+    def readable_moved(self) -> None:
+        """A partition's high watermark moved: parked fetches look again."""
+        self._arrived.set()
+        self._arrived = trio.Event()
+
+    def forget_producers(self, partition: PartitionLog) -> None:
+        """The log changed under the producer states (this node followed, or cut its log):
+        they are rebuilt from the log when next needed, so a new leader knows every
+        idempotent producer's last sequence and refuses duplicates. The checkpoint goes too:
+        it may describe a tail this node no longer has."""
+        states = self._producers.pop(partition, None)
+        if states is not None:
+            states.close()
+        self.catalog.fs.unlink(producer_state_file(partition.directory), missing_ok=True)
+
+    def _replicated(self, request: Request, results: dict[tuple[str, int], PartitionResult]
+                    ) -> Slot | dict[str, Any] | None:
+        """Produce on a cluster node: followers hear of the appends; acks=all waits for the ISR
+        (then for the fsync), and a partition the ISR did not take gets the error why."""
+        body = request.body
+        header = request.header
+        replication = self.replication
+        assert replication is not None
+        appended = [(tp, r) for tp, r in results.items() if r.end >= 0]
+        if body.acks != -1 or not appended:
+            for (topic, index), result in appended:
+                replication.appended(topic, index, result.end, None)
+            if body.acks == 0:
+                return None
+            return self._produce_reply(body, lambda t, p: results[(t, p)])
+        slot = Slot(header.api_key, header.api_version, header.correlation_id)
+        seq = self._journal.written_seq
+
+        def answer(failures: dict[tuple[str, int], ErrorCode]) -> None:
+            for tp, error in failures.items():
+                results[tp] = PartitionResult(error, message="the in-sync replicas did not take the write")
+            slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id,
+                                         self._produce_reply(body, lambda t, p: results[(t, p)]))
+            if failures or not self.durable:
+                slot.event.set()
+            else:
+                self.commit.reply_when_durable(seq, slot)
+
+        gate = AllSettled(len(appended), answer)
+        for (topic, index), result in appended:
+            replication.appended(topic, index, result.end, gate.one(topic, index))
+        return slot
 
     def _append(self, topic_name: str, index: int, records: bytes | None, now: int,
                 acks: int, transactional_id: str | None = None) -> PartitionResult:
@@ -302,10 +358,11 @@ class DataService:
         topic = self.catalog.get(topic_name)
         assert topic is not None
         min_isr = int(topic.config("min.insync.replicas"))
-        if acks == -1 and min_isr > IN_SYNC_REPLICAS:
-            # As Partition.appendRecordsToLeader: one in-sync replica cannot satisfy acks=all.
+        in_sync = IN_SYNC_REPLICAS if self.replication is None else self.replication.in_sync(topic_name, index)
+        if acks == -1 and min_isr > in_sync:
+            # As Partition.appendRecordsToLeader: too few in-sync replicas cannot satisfy acks=all.
             return PartitionResult(ErrorCode.NOT_ENOUGH_REPLICAS, message=(
-                f"The size of the current ISR {IN_SYNC_REPLICAS} is insufficient to satisfy the min.isr "
+                f"The size of the current ISR {in_sync} is insufficient to satisfy the min.isr "
                 f"requirement of {min_isr} for partition {topic_name}-{index}"))
         states = self._producer_states(partition) if any(h.producer_id >= 0 for _, h in batches) else None
         for _, header in batches:
@@ -348,7 +405,7 @@ class DataService:
         self._arrived.set()
         self._arrived = trio.Event()
         return PartitionResult(ErrorCode.NONE, first, now if rules.log_append_time else -1,
-                               log_start=partition.log_start_offset)
+                               log_start=partition.log_start_offset, end=partition.next_offset)
 
     @staticmethod
     def _produce_reply(body: Any, result: Callable[[str, int], PartitionResult]) -> dict[str, Any]:
@@ -523,19 +580,21 @@ class DataService:
                     entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     settled = True
                 else:
-                    end = partition.next_offset
+                    # Consumers read up to the high watermark (what the ISR has); an offset
+                    # between it and the log end is valid and waits, as in Kafka.
+                    end = partition.high_watermark
                     start = partition.log_start_offset
                     states = self._producer_states(partition)
                     stable = states.last_stable_offset(end)
                     entry.update(high_watermark=end, last_stable_offset=stable, log_start_offset=start)
                     offset = part.fetch_offset
                     readable = stable if read_committed else end
-                    if offset < start or offset > end:
+                    if offset < start or offset > partition.next_offset:
                         entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                         settled = True
                     elif offset < readable and (budget > 0 or total == 0):
                         limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
-                        data = partition.read_raw(offset, max(limit, 1), stable if read_committed else None)
+                        data = partition.read_raw(offset, max(limit, 1), upto=readable)
                         entry["records"] = data
                         total += len(data)
                         budget -= len(data)
@@ -601,7 +660,7 @@ class DataService:
                 elif "delete" not in topic.policies:
                     error = ErrorCode.POLICY_VIOLATION
                 else:
-                    end = partition.next_offset
+                    end = partition.high_watermark
                     offset = end if part.offset == -1 else part.offset
                     if not 0 <= offset <= end:
                         error = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -670,7 +729,7 @@ class DataService:
         if timestamp == EARLIEST:
             return -1, partition.log_start_offset
         if timestamp == LATEST:
-            return -1, partition.next_offset
+            return -1, partition.high_watermark
         best: tuple[int, int] = (-1, -1)
         start = partition.log_start_offset
         if timestamp != MAX_TIMESTAMP:

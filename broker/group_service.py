@@ -22,7 +22,7 @@ import trio
 
 from broker import admin_audit, coordinator_load
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
-from broker.coordinator.api import BINDINGS, Binding, Rejected
+from broker.coordinator.api import BINDINGS, Binding, Rejected, error_result
 from broker.coordinator.classic.state import ClassicGroupState
 from broker.coordinator.group_configs import GroupConfigs
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
@@ -31,6 +31,7 @@ from broker.coordinator.records import encode_all as encode_records
 from broker.coordinator.requests import ClientInfo, Result
 from broker.coordinator.snapshot import payload as coordinator_snapshot_payload
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
+from broker.replication import AllSettled, Replication
 from broker.slots import Slot
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response, encode_response_body, response_frame
@@ -122,7 +123,7 @@ class GroupService:
         self.clock = clock
         self.on_storage_failure: StorageFailure = raise_storage_failure
         self.stopped = False  # a write or fsync failed: nothing more is appended or answered
-        self._tickets: dict[int, tuple[Slot, Binding]] = {}
+        self._tickets: dict[int, tuple[Slot, Binding, Any]] = {}
         self._reply_bodies: dict[tuple[int, int, Result], bytes] = {}
         #: The latest record of every group key, in log order: the snapshot's group section.
         self._group_records: dict[bytes, bytes] = {}
@@ -132,6 +133,8 @@ class GroupService:
         self._snapshotting: trio.Event | None = None  # set once the snapshot being written is done
         #: False on a cluster node, which loads partitions as it comes to lead them
         self.snapshots = True
+        #: A cluster node's partition replication (None: one node, one replica).
+        self.replication: Replication | None = None
         self._next_ticket = 0
         self._timers_changed = trio.Event()
         self._sleeping_until: int | None = None
@@ -213,7 +216,7 @@ class GroupService:
             return slot
         self._next_ticket += 1
         ticket = self._next_ticket
-        self._tickets[ticket] = (slot, binding)
+        self._tickets[ticket] = (slot, binding, typed)
         audit = admin_audit.snapshot(header.api_key, request.body, self.coordinator.offsets) \
             if header.api_key in admin_audit.AUDITED else None
         self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
@@ -250,6 +253,7 @@ class GroupService:
         """
         if self.stopped:
             return
+        written: dict[int, int] = {}
         if fx.records or fx.transactional:
             now = self.clock()
             log_ = self.log
@@ -257,6 +261,11 @@ class GroupService:
                 for group_id, records in fx.records.items():
                     log_.append(group_id, encode_records(records, self._group_records), now)
                     self.records_appended += len(records)
+                    if self.replication is not None:
+                        partition = log_.partition_of(group_id)
+                        plog = log_.partition_log(partition)
+                        if plog is not None:
+                            written[partition] = plog.next_offset
                 for (group_id, producer_id, epoch), records in fx.transactional.items():
                     log_.append(group_id, encode_records(records, self._group_records), now,
                                 producer_id=producer_id, producer_epoch=epoch)
@@ -269,19 +278,20 @@ class GroupService:
             self._records_since_snapshot += fx.record_count
             self.commit.appended()
         needed = self.log.written_seq
-        commit = self.commit
+        replies: list[tuple[Slot, Result | None, Binding | None, Any]] = []
         for ticket, result in fx.replies:
             entry = self._tickets.pop(ticket, None)
             if entry is None:
                 continue
-            slot, binding = entry
+            slot, binding, typed = entry
             slot.frame = self._reply_frame(slot, binding, result)
-            if slot.api_key == OFFSET_COMMIT:
-                commit.reply_when_durable(needed, slot, commit_timed_out, result)
-            else:
-                commit.reply_when_durable(needed, slot)
-        for slot in answered:
-            commit.reply_when_durable(needed, slot)
+            replies.append((slot, result, binding, typed))
+        replies.extend((slot, None, None, None) for slot in answered)
+        if self.replication is not None and written:
+            self._after_replication(written, needed, replies)
+        else:
+            for slot, reply_result, _, _ in replies:
+                self._when_durable(needed, slot, reply_result)
         # Wake the timer task only if the earliest deadline moved earlier than what it
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
         deadline = self.coordinator.next_deadline()
@@ -333,6 +343,40 @@ class GroupService:
         self.commit.appended()
         self._records_since_snapshot += 1
         return seq
+
+    def _when_durable(self, needed: int, slot: Slot, result: Result | None) -> None:
+        if slot.api_key == OFFSET_COMMIT and result is not None:
+            self.commit.reply_when_durable(needed, slot, commit_timed_out, result)
+        else:
+            self.commit.reply_when_durable(needed, slot)
+
+    def _after_replication(self, written: dict[int, int], needed: int,
+                           replies: list[tuple[Slot, Result | None, Binding | None, Any]]) -> None:
+        """On a cluster node: the records go to the followers, and the replies wait until the
+        ISR of every partition written has them (then for the local fsync). If it never will
+        (this node stopped leading, the ISR fell below min.insync.replicas), each reply is the
+        request's NOT_COORDINATOR error, as Kafka's coordinator answers a failed write, and
+        the client finds the coordinator again."""
+        replication = self.replication
+        assert replication is not None
+
+        def settled(failures: dict[tuple[str, int], ErrorCode]) -> None:
+            for slot, body, binding, typed in replies:
+                if not failures:
+                    self._when_durable(needed, slot, body)
+                    continue
+                if binding is not None:
+                    failed = binding.encode(slot.version, error_result(typed, ErrorCode.NOT_COORDINATOR))
+                    slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id, failed)
+                slot.event.set()
+
+        if not replies:
+            for partition, end in written.items():
+                replication.appended(COORDINATOR_TOPIC, partition, end, None)
+            return
+        gate = AllSettled(len(written), settled)
+        for partition, end in written.items():
+            replication.appended(COORDINATOR_TOPIC, partition, end, gate.one(COORDINATOR_TOPIC, partition))
 
     def _sync_failed(self, exc: OSError) -> None:
         self.stopped = True

@@ -262,8 +262,8 @@ _DEFS: tuple[TopicConfigDef, ...] = (
     TopicConfigDef("min.compaction.lag.ms", T.LONG, "0", (S("log.cleaner.min.compaction.lag.ms"),),
                    "Shortest time a record stays uncompacted.", at_least(0)),
     TopicConfigDef("min.insync.replicas", T.INT, "1", (S("min.insync.replicas"),),
-                   "Replicas that must have an acks=all write; with one replica, a value above 1 refuses "
-                   "acks=all produce with NOT_ENOUGH_REPLICAS.", at_least(1), honoured=True),
+                   "In-sync replicas an acks=all write needs; with fewer, acks=all produce is refused with "
+                   "NOT_ENOUGH_REPLICAS (a single node has one replica).", at_least(1), honoured=True),
     TopicConfigDef("preallocate", T.BOOLEAN, "false", (S("log.preallocate"),),
                    "Preallocate segment files (kcoord does not)."),
     TopicConfigDef("remote.log.copy.disable", T.BOOLEAN, "false", (),
@@ -288,7 +288,8 @@ _DEFS: tuple[TopicConfigDef, ...] = (
     TopicConfigDef("segment.ms", T.LONG, "604800000", (S("log.roll.ms"), S("log.roll.hours", HOURS)),
                    "Roll the active segment after this long (kcoord rolls by size only).", at_least(1)),
     TopicConfigDef("unclean.leader.election.enable", T.BOOLEAN, "false", (S("unclean.leader.election.enable"),),
-                   "Allow an out-of-sync replica to lead (one broker: no effect)."),
+                   "Allow an out-of-sync replica to lead when no in-sync one is alive (a cluster; "
+                   "one node: no effect).", honoured=True),
 )
 del T, S
 

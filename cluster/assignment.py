@@ -1,12 +1,17 @@
 """Where partitions live: the placement decisions, sans-IO (Kafka's QuorumController and
-its ReplicaPlacer, for one replica per partition).
+its ReplicaPlacer).
 
 Each function reads a ``ClusterImage`` and returns the assignments to write; the shell
 writes them with compare-and-set on the revisions it read, so a decision made on a stale
 image fails and is made again on a fresh one. Nothing here awaits or reads a clock.
 
-- New partitions are striped over the live nodes, the least loaded first.
-- When the live nodes change, the controller moves partitions from the most loaded live
+- New partitions are striped over the live nodes, the least loaded first, with as many
+  replicas as their topic's replication factor and the live nodes allow; their ISR is
+  written with them (every replica of an empty partition is in sync).
+- A partition with fewer replicas than its replication factor (placed while fewer nodes
+  were alive) gets more as nodes join: the new replica follows the leader and joins the
+  ISR once it has caught up, as a replica added by a KIP-455 reassignment does.
+- When the live nodes change, the controller moves single-replica partitions from the most loaded live
   node to the least loaded until no two differ by more than one (at most ``max_moves`` at
   a time). A move is KIP-455's: the target is added, copies the log, takes over, and the
   old replica is removed.
@@ -31,6 +36,8 @@ class Change:
     tp: TopicPartition
     assignment: Assignment
     why: str
+    #: The ISR to write with it (a new partition), or None to leave the ISR as it is.
+    isr: tuple[int, ...] | None = None
 
 
 def load_of(image: ClusterImage, nodes: Iterable[int] | None = None) -> dict[int, int]:
@@ -42,30 +49,70 @@ def load_of(image: ClusterImage, nodes: Iterable[int] | None = None) -> dict[int
     return load
 
 
-def place(count: int, live: Sequence[int], load: dict[int, int]) -> list[tuple[int, ...]]:
-    """One replica for each of ``count`` new partitions: round-robin over the live nodes, the
-    least loaded first (ties to the lowest id), as Kafka's StripedReplicaPlacer stripes a
-    topic over the brokers. ``load`` is updated as partitions are placed."""
+def place(count: int, live: Sequence[int], load: dict[int, int], replication_factor: int = 1
+          ) -> list[tuple[int, ...]]:
+    """Replicas for each of ``count`` new partitions: the first (the preferred leader) goes
+    round-robin over the live nodes, the least loaded first (ties to the lowest id), and the
+    others to the nodes after it, as Kafka's StripedReplicaPlacer stripes a topic over the
+    brokers. At most one replica per node. ``load`` is updated as partitions are placed."""
     if not live:
         return []
     order = sorted(live, key=lambda n: (load.get(n, 0), n))
+    width = max(1, min(replication_factor, len(order)))
     out: list[tuple[int, ...]] = []
     for i in range(count):
-        node = order[i % len(order)]
-        load[node] = load.get(node, 0) + 1
-        out.append((node,))
+        replicas = tuple(order[(i + j) % len(order)] for j in range(width))
+        for node in replicas:
+            load[node] = load.get(node, 0) + 1
+        out.append(replicas)
     return out
 
 
 def place_missing(image: ClusterImage) -> list[Change]:
-    """Assignments for partitions of topics that have none yet (a new or grown topic)."""
+    """Assignments (and ISRs) for partitions of topics that have none yet (a new or grown topic)."""
     live = sorted(image.nodes)
     load = load_of(image, live)
     changes: list[Change] = []
     for name in sorted(image.topics):
-        missing = [i for i in range(image.topics[name].partitions) if (name, i) not in image.assignments]
-        for index, replicas in zip(missing, place(len(missing), live, load), strict=False):
-            changes.append(Change((name, index), Assignment(replicas), "new partition"))
+        topic = image.topics[name]
+        missing = [i for i in range(topic.partitions) if (name, i) not in image.assignments]
+        for index, replicas in zip(missing, place(len(missing), live, load, topic.replication_factor),
+                                   strict=False):
+            changes.append(Change((name, index), Assignment(replicas), "new partition", isr=replicas))
+    return changes
+
+
+def grow_replicas(image: ClusterImage) -> list[Change]:
+    """More replicas for partitions that have fewer than their topic's replication factor,
+    on the least loaded live nodes that do not hold them yet. The ISR stays as it is.
+
+    The preferred leader (the first replica) of a grown partition becomes whichever of its
+    replicas is the preferred leader of the fewest partitions, so leadership spreads over
+    the nodes as they join (the leader hands over once that replica is in sync)."""
+    live = sorted(image.nodes)
+    load = load_of(image, live)
+    preferred: dict[int, int] = dict.fromkeys(live, 0)
+    for assignment in image.assignments.values():
+        if assignment.preferred_leader >= 0:
+            preferred[assignment.preferred_leader] = preferred.get(assignment.preferred_leader, 0) + 1
+    changes: list[Change] = []
+    for tp, assignment in sorted(image.assignments.items()):
+        topic = image.topics.get(tp[0])
+        if topic is None or assignment.moving or len(assignment.replicas) >= topic.replication_factor:
+            continue
+        others = sorted((n for n in live if n not in assignment.replicas), key=lambda n: (load[n], n))
+        added = tuple(others[:topic.replication_factor - len(assignment.replicas)])
+        if not added:
+            continue
+        for node in added:
+            load[node] += 1
+        replicas = (*assignment.replicas, *added)
+        first = min(replicas, key=lambda n: (preferred.get(n, 0) - (n == replicas[0]), replicas.index(n)))
+        preferred[replicas[0]] = preferred.get(replicas[0], 0) - 1
+        preferred[first] = preferred.get(first, 0) + 1
+        replicas = (first, *(r for r in replicas if r != first))
+        changes.append(Change(tp, Assignment(replicas),
+                              f"replication factor {topic.replication_factor}: adding {list(added)}"))
     return changes
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,14 @@ class Intent:
     topic_id: uuid.UUID | None = None
     partitions: int = 0
     configs: dict[str, str] = field(default_factory=dict)
+    replication_factor: int = 1
 
 
 class ClusterCatalog(TopicCatalog):
     def __init__(self, data_dir: Path, config: Any, fs: FileSystem = REAL_FS) -> None:
         self.intents: list[Intent] = []
+        #: How many nodes are alive (set by the node): the most replicas a new topic may ask for.
+        self.live_nodes: Callable[[], int] = lambda: 1
         super().__init__(data_dir, config, fs)
 
     # ---------------------------------------------------------------- no topics.json
@@ -62,12 +66,16 @@ class ClusterCatalog(TopicCatalog):
 
     def create(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None],
                validate_only: bool = False) -> tuple[ErrorCode, str | None, Topic | None]:
-        error, message, topic = super().create(name, num_partitions, replication_factor, configs,
-                                               validate_only=True)
+        factor = self.config["default.replication.factor"] if replication_factor == -1 else replication_factor
+        live = self.live_nodes()
+        if factor < 1 or factor > live:
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {factor} larger than available brokers: {live}.", None)
+        error, message, topic = super().create(name, num_partitions, -1, configs, validate_only=True)
         if error is not ErrorCode.NONE or topic is None or validate_only:
             return error, message, topic
         count = self.config["num.partitions"] if num_partitions == -1 else num_partitions
-        self.intents.append(Intent("create", name, topic.topic_id, count, dict(topic.configs)))
+        self.intents.append(Intent("create", name, topic.topic_id, count, dict(topic.configs), factor))
         return error, message, topic
 
     def delete(self, name: str) -> Topic | None:

@@ -95,17 +95,23 @@ def status_command(args: argparse.Namespace) -> int:
         print(f"  {node['id']:>4}  {listeners}  rack={node['rack'] or '-'}  leads={node['leads']}  "
               f"holds={node['holds']}")
     print("partitions:")
-    print(f"  {'TOPIC':<28} {'PART':>4} {'LEADER':>6} {'EPOCH':>8}  REPLICAS  MOVE")
+    print(f"  {'TOPIC':<28} {'PART':>4} {'LEADER':>6} {'EPOCH':>8}  {'REPLICAS':<10}{'ISR':<10}MOVE")
     for row in document["partitions"]:
         move = ""
         if row["adding"] or row["removing"]:
             move = f"adding {row['adding']} removing {row['removing']}"
         leader = "-" if row["leader"] < 0 else row["leader"]
         epoch = "-" if row["epoch"] < 0 else row["epoch"]
-        print(f"  {row['topic']:<28} {row['partition']:>4} {leader!s:>6} {epoch!s:>8}  {row['replicas']!s:<8}  {move}")
+        replicas = ",".join(map(str, row["replicas"]))
+        isr = ",".join(map(str, row["isr"]))
+        print(f"  {row['topic']:<28} {row['partition']:>4} {leader!s:>6} {epoch!s:>8}  {replicas:<10}{isr:<10}{move}")
     offline = [r for r in document["partitions"] if r["leader"] < 0]
     if offline:
         print(f"{len(offline)} partitions have no live leader")
+    under = [r for r in document["partitions"] if r["under_replicated"]]
+    if under:
+        print(f"{len(under)} partitions are under-replicated (ISR smaller than the replicas): "
+              + " ".join(f"{r['topic']}-{r['partition']}" for r in under[:20]) + (" ..." if len(under) > 20 else ""))
     return EXIT_OK
 
 
@@ -124,8 +130,10 @@ def describe(image: Any, topic: str | None = None) -> dict[str, Any]:
         replicas = list(assignment.replicas) if assignment is not None else []
         for replica in replicas:
             holds[replica] = holds.get(replica, 0) + 1
+        isr = sorted(image.isr_of(tp))
         rows.append({"topic": tp[0], "partition": tp[1], "leader": leadership.leader if leadership else -1,
-                     "epoch": leadership.epoch if leadership else -1, "replicas": replicas,
+                     "epoch": leadership.epoch if leadership else -1, "replicas": replicas, "isr": isr,
+                     "under_replicated": len(isr) < len(replicas),
                      "adding": list(assignment.adding) if assignment else [],
                      "removing": list(assignment.removing) if assignment else []})
     return {

@@ -14,8 +14,11 @@ Every key lives under ``/kcoord/<cluster.name>/``:
   written only when leadership changes, so its mod revision is the leader epoch; it
   disappears with the leader's lease.
 
-Replication (ISR) will add its own key per partition, so that ISR changes never move the
-leader epoch.
+- ``isr/<topic>/<p>``: the partition's in-sync replicas (Kafka's PartitionRegistration.isr).
+  The controller writes it with the partition's first assignment; afterwards only the
+  partition's leader changes it, by compare-and-set on its revision and on the leader key's
+  (so a deposed leader cannot), and a new leader is chosen only from it. It is a key of its
+  own so that ISR changes never move the leader epoch.
 """
 
 from __future__ import annotations
@@ -64,15 +67,20 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
+    #: Replicas each partition should have (placed up to the number of live nodes).
+    replication_factor: int = 1
 
     def encode(self) -> bytes:
-        return json.dumps({"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs},
-                          sort_keys=True).encode()
+        data: dict[str, Any] = {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs}
+        if self.replication_factor != 1:
+            data["replication_factor"] = self.replication_factor
+        return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
     def decode(cls, name: str, raw: bytes) -> TopicInfo:
         data = json.loads(raw)
-        return cls(name, uuid.UUID(data["id"]), int(data["partitions"]), dict(data.get("configs", {})))
+        return cls(name, uuid.UUID(data["id"]), int(data["partitions"]), dict(data.get("configs", {})),
+                   int(data.get("replication_factor", 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,10 @@ class Leadership:
         return json.dumps({"leader": leader}).encode()
 
 
+def encode_isr(isr: Iterable[int]) -> bytes:
+    return json.dumps({"isr": sorted(isr)}).encode()
+
+
 class Keys:
     """The key of every piece of cluster state, under one cluster's prefix."""
 
@@ -149,6 +161,9 @@ class Keys:
 
     def leader(self, topic: str, partition: int) -> str:
         return f"{self.prefix}leaders/{topic}/{partition}"
+
+    def isr(self, topic: str, partition: int) -> str:
+        return f"{self.prefix}isr/{topic}/{partition}"
 
     def parse(self, key: str) -> tuple[str, tuple[str, ...]]:
         """(kind, the rest of the path) of a key under the prefix; ("", ()) for others."""
@@ -174,6 +189,7 @@ class ClusterImage:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     assignments: dict[TopicPartition, Assignment] = field(default_factory=dict)
     leaders: dict[TopicPartition, Leadership] = field(default_factory=dict)
+    isrs: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     revisions: dict[str, int] = field(default_factory=dict)
     #: The revision each deleted key was deleted at, so an older change to it is not applied.
     deleted: dict[str, int] = field(default_factory=dict)
@@ -183,8 +199,8 @@ class ClusterImage:
     def clear(self) -> None:
         self.cluster_id = None
         self.controller = None
-        for table in (self.nodes, self.node_leases, self.topics, self.assignments, self.leaders, self.revisions,
-                      self.deleted):
+        for table in (self.nodes, self.node_leases, self.topics, self.assignments, self.leaders, self.isrs,
+                      self.revisions, self.deleted):
             table.clear()
 
     def load(self, revision: int, items: Iterable[tuple[str, bytes, int, int]]) -> None:
@@ -245,6 +261,12 @@ class ClusterImage:
                 self.leaders.pop(tp, None)
             else:
                 self.leaders[tp] = Leadership(int(json.loads(value)["leader"]), mod_revision)
+        elif kind == "isr" and len(rest) == 2:
+            tp = (rest[0], int(rest[1]))
+            if value is None:
+                self.isrs.pop(tp, None)
+            else:
+                self.isrs[tp] = tuple(int(r) for r in json.loads(value)["isr"])
 
     # ---------------------------------------------------------------- questions
 
@@ -257,6 +279,15 @@ class ClusterImage:
         if leadership is None or leadership.leader not in self.nodes:
             return None
         return leadership
+
+    def isr_of(self, tp: TopicPartition) -> tuple[int, ...]:
+        """The partition's in-sync replicas; without an ISR key (a partition placed before
+        replication existed), its preferred leader alone."""
+        isr = self.isrs.get(tp)
+        if isr is not None:
+            return isr
+        assignment = self.assignments.get(tp)
+        return () if assignment is None or assignment.preferred_leader < 0 else (assignment.preferred_leader,)
 
     def partitions(self) -> Iterator[TopicPartition]:
         for name, topic in self.topics.items():

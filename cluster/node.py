@@ -50,9 +50,11 @@ from cluster.model import (
     NodeInfo,
     TopicInfo,
     TopicPartition,
+    encode_isr,
 )
 from cluster.replica import ReplicaClient
-from cluster.roles import Role, handover_target, roles
+from cluster.replicator import Replicator
+from cluster.roles import Role, handover_target, roles, should_hand_back
 from cluster.routing import decide
 from cluster.view import ClusterPlacement, ListenerDirectory, Serving
 from protocol.api_keys import ApiKey
@@ -106,7 +108,11 @@ class ClusterNode:
         self.offsets_partitions: int = config["offsets.topic.num.partitions"]
         self.rack: str | None = config["broker.rack"] or None
         self.inter_broker: str | None = config["inter.broker.listener.name"] or None
+        self.unclean_default: bool = config["unclean.leader.election.enable"]
+        self.hand_back: bool = config["auto.leader.rebalance.enable"]
+        self.offsets_replication_factor: int = config["offsets.topic.replication.factor"]
         self.serving = Serving(self.lease, clock=clock)
+        self.replicator = Replicator(self)
         self.placement: Placement = ClusterPlacement(self.image, self.offsets_partitions)
         self.listeners: dict[str, tuple[str, int]] = {}
         self.handovers: dict[TopicPartition, Handover] = {}
@@ -134,11 +140,15 @@ class ClusterNode:
 
     def open_catalog(self, data_dir: Path, config: Config, fs: FileSystem) -> TopicCatalog:
         self.catalog = ClusterCatalog(data_dir, config, fs)
+        self.catalog.live_nodes = lambda: max(1, len(self.image.nodes))
         return self.catalog
 
     def attach(self, broker: Any) -> None:
-        """The services are built: keep them (the group service, the data service)."""
+        """The services are built: keep them (the group service, the data service), and make
+        their writes wait for the ISR of replicated partitions."""
         self.broker = broker
+        broker.data.replication = self.replicator
+        broker.groups.replication = self.replicator
 
     def register(self, router: Router, ctx: BrokerContext) -> None:
         """Route this listener's requests through the cluster, and add the cluster's handlers."""
@@ -173,6 +183,7 @@ class ClusterNode:
             nursery.start_soon(self._watch)
             nursery.start_soon(self._reconcile_loop)
             nursery.start_soon(self._controller_loop)
+            nursery.start_soon(self.replicator.run)
             log.info("node %d joined cluster %s (etcd %s)", self.node_id, self.config["cluster.name"],
                      ",".join(self.endpoints))
             task_status.started()
@@ -195,7 +206,7 @@ class ClusterNode:
             await self.etcd.aclose()
 
     def collectors(self) -> list[Collector]:
-        return [self.metrics]
+        return [self.metrics, self.replicator.metrics]
 
     def metrics(self) -> list[Family]:
         now = self.clock()
@@ -340,14 +351,21 @@ class ClusterNode:
             self._sweep()
         now = self.clock()
         lease_ok = self.lease.valid(now)
-        wanted = roles(self.image, self.node_id)
-        for tp in set(wanted) | set(self.serving.led) | set(self.copies) | self.staged | self._held():
+        wanted = roles(self.image, self.node_id, self.unclean_default)
+        for tp in (set(wanted) | set(self.serving.led) | set(self.copies) | self.staged | self._held()
+                   | set(self.replicator.leaders) | set(self.replicator.followers)):
             role = wanted.get(tp, Role.NONE)
             if role is not Role.COPY:
                 self._stop_copy(tp)
+            if role is not Role.FOLLOW:
+                self.replicator.unfollow(tp)
             if role is Role.LEAD:
                 if lease_ok:
                     self._lead(tp)
+                    if (self.hand_back and tp in self.serving.led and tp not in self.busy
+                            and tp not in self.handovers and should_hand_back(self.image, self.node_id, tp)):
+                        self.busy.add(tp)
+                        self._spawn(self._hand_back, tp)
                 continue
             self._unlead(tp)
             if role is Role.CLAIM and lease_ok and tp not in self.busy:
@@ -355,6 +373,8 @@ class ClusterNode:
                 self._spawn(self._claim, tp)
             elif role is Role.COPY and tp not in self.copies:
                 self._start_copy(tp)
+            elif role is Role.FOLLOW and tp not in self.busy:
+                self.replicator.follow(tp)
             elif role is Role.NONE and tp not in self.busy:
                 self._drop(tp)
         for tp, handover in list(self.handovers.items()):
@@ -410,6 +430,9 @@ class ClusterNode:
 
     def _lead(self, tp: TopicPartition) -> None:
         if tp in self.serving.led:
+            plog = self._local_log(tp)
+            if plog is not None:  # the replicas may have grown
+                self.replicator.lead(tp, self.serving.led[tp], plog, serving_before=True)
             target = handover_target(self.image, self.node_id, tp)
             handover = self.handovers.get(tp)
             if target is None and handover is not None:
@@ -426,8 +449,10 @@ class ClusterNode:
             self._spawn(self._load_groups, tp, leadership.epoch)
             return
         assert self.catalog is not None
-        if self.catalog.hold(*tp) is None:
+        plog = self.catalog.hold(*tp)
+        if plog is None:
             return  # the topic has not reached the catalogue yet
+        self.replicator.lead(tp, leadership.epoch, plog, serving_before=False)
         self.serving.led[tp] = leadership.epoch
         log.info("leading %s-%d at epoch %d", *tp, leadership.epoch)
 
@@ -436,7 +461,12 @@ class ClusterNode:
         try:
             groups = self.broker.groups
             partition = tp[1]
-            groups.log.open_partition(partition)
+            plog = groups.log.open_partition(partition)
+            self.replicator.lead(tp, epoch, plog, serving_before=False)
+            # Groups are built from records the ISR has, so nothing a client learns from them
+            # can be lost with this leader (the log up to its end when it began to lead).
+            if not await self.replicator.caught_up(tp, plog.next_offset):
+                return
             records = await trio.to_thread.run_sync(
                 lambda: [(key, value) for key, value, _ in groups.log.replay_partition(partition)])
             leadership = self.image.leaders.get(tp)
@@ -460,6 +490,7 @@ class ClusterNode:
 
     def _unlead(self, tp: TopicPartition) -> None:
         """Stop serving a partition (leadership went elsewhere, or lapsed)."""
+        self.replicator.stop_leading(tp)
         if tp not in self.serving.led:
             return
         del self.serving.led[tp]
@@ -471,7 +502,7 @@ class ClusterNode:
         log.info("no longer leading %s-%d", *tp)
 
     def _give_up_leadership(self) -> None:
-        for tp in list(self.serving.led):
+        for tp in list(self.serving.led) + list(self.replicator.leaders):
             self._unlead(tp)
 
     # ---------------------------------------------------------------- claiming
@@ -496,6 +527,25 @@ class ClusterNode:
         except (EtcdUnavailable, EtcdError) as exc:
             log.warning("could not claim %s-%d: %s", *tp, exc)
             await trio.sleep(0.2)
+        finally:
+            self.busy.discard(tp)
+            self._changed.set()
+
+    async def _hand_back(self, tp: TopicPartition) -> None:
+        """Give the leadership up to the preferred replica, now in sync: delete the leader key
+        (compare-and-set on this leader's epoch); that replica is the one elected next."""
+        try:
+            leadership = self.image.leaders.get(tp)
+            if leadership is None or leadership.leader != self.node_id:
+                return
+            key = self.keys.leader(*tp)
+            result = await self.etcd.txn([Compare(key, "MOD", leadership.epoch)], [Delete(key)])
+            if result.succeeded:
+                log.info("handing %s-%d back to its preferred replica", *tp)
+                self.image.apply(key, None, result.revision)
+                self._unlead(tp)
+        except (EtcdUnavailable, EtcdError) as exc:
+            log.warning("could not hand %s-%d back: %s", *tp, exc)
         finally:
             self.busy.discard(tp)
             self._changed.set()
@@ -532,6 +582,7 @@ class ClusterNode:
 
     def _drop(self, tp: TopicPartition) -> None:
         """This node holds nothing of the partition any more."""
+        self.replicator.unfollow(tp)
         name, index = tp
         if name == COORDINATOR_TOPIC:
             if self.broker.groups.log.partition_log(index) is not None:
@@ -610,20 +661,50 @@ class ClusterNode:
 
     # ---------------------------------------------------------------- handing over (the leader of a move)
 
-    def _replica_fetch(self, request: Request) -> dict[str, Any]:
-        """A replica's Fetch: served from the log while this node leads, frozen or not."""
+    def _replica_fetch(self, request: Request) -> dict[str, Any] | Slot:
+        """A replica's Fetch: a follower's of a replicated partition waits up to its
+        ``max_wait_ms`` for records (woken by appends); a copy's is answered at once."""
+        body, has_records, settled = self._replica_fetch_once(request)
+        if has_records or settled or body_wait_ms(request) <= 0:
+            return body
+        header = request.header
+        slot = Slot(header.api_key, header.api_version, header.correlation_id)
+        self._spawn(self._replica_long_poll, request, slot, trio.current_time() + body_wait_ms(request) / 1000)
+        return slot
+
+    async def _replica_long_poll(self, request: Request, slot: Slot, deadline: float) -> None:
+        while True:
+            woken = self.replicator.appended_event
+            with trio.move_on_at(deadline):
+                await woken.wait()
+            body, has_records, settled = self._replica_fetch_once(request)
+            if has_records or settled or trio.current_time() >= deadline:
+                header = request.header
+                slot.fill(encode_response(header.api_key, header.api_version, header.correlation_id, body))
+                return
+
+    def _replica_fetch_once(self, request: Request) -> tuple[dict[str, Any], bool, bool]:
+        """(reply, some partition has records, some partition has an error or a divergence)."""
         body = request.body
         replica = int(body.replica_id)
         now = self.clock()
         responses = []
+        has_records = settled = False
         for topic in body.topics:
             partitions = []
             for part in topic.partitions:
                 tp = (topic.topic, part.partition)
+                plog = self._local_log(tp)
+                if tp in self.replicator.leaders and plog is not None and self.lease.valid(now):
+                    found = self.replicator.serve_fetch(tp, part, replica, plog)
+                    has_records = has_records or bool(found["records"])
+                    settled = settled or bool(found["error_code"]) or "diverging_epoch" in found
+                    partitions.append(found)
+                    continue
+                settled = True  # a copy's fetch, or an error: answered at once
                 entry: dict[str, Any] = {"partition_index": part.partition, "error_code": 0, "high_watermark": -1,
                                          "last_stable_offset": -1, "log_start_offset": -1,
                                          "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
-                plog = self._local_log(tp)
                 if tp not in self.serving.led or not self.lease.valid(now) or plog is None:
                     entry["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                     partitions.append(entry)
@@ -647,7 +728,8 @@ class ClusterNode:
                     handover.answered(end)
                 partitions.append(entry)
             responses.append({"topic": topic.topic, "partitions": partitions})
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+        return ({"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses},
+                has_records, settled)
 
     def _freeze(self, tp: TopicPartition) -> None:
         """Stop taking writes for a partition being handed over; its groups leave."""
@@ -724,7 +806,8 @@ class ClusterNode:
     async def _control(self) -> None:
         image = self.image
         if COORDINATOR_TOPIC not in image.topics:
-            info = TopicInfo(COORDINATOR_TOPIC, uuid.uuid4(), self.offsets_partitions)
+            info = TopicInfo(COORDINATOR_TOPIC, uuid.uuid4(), self.offsets_partitions,
+                             replication_factor=self.offsets_replication_factor)
             key = self.keys.topic(COORDINATOR_TOPIC)
             result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
             if result.succeeded:
@@ -734,6 +817,8 @@ class ClusterNode:
         if live != self._live_since[0]:
             self._live_since = (live, self.clock())
         settled = self.clock() - self._live_since[1] >= self.rebalance_delay_s
+        if not changes:
+            changes = rules.grow_replicas(image)
         if self.rebalance and settled and not changes:
             changes = rules.rebalance(image, self.max_moves)
         for start in range(0, len(changes), TXN_BATCH):
@@ -741,11 +826,14 @@ class ClusterNode:
             compares = [Compare(self.keys.assignment(*c.tp), "MOD", image.revision_of(self.keys.assignment(*c.tp)))
                         for c in batch]
             puts = [Put(self.keys.assignment(*c.tp), c.assignment.encode()) for c in batch]
+            puts += [Put(self.keys.isr(*c.tp), encode_isr(c.isr)) for c in batch if c.isr is not None]
             result = await self.etcd.txn(compares, puts)
             if not result.succeeded:
                 return  # the image was stale: the watch brings the news, and the next pass decides again
             for change in batch:
                 image.apply(self.keys.assignment(*change.tp), change.assignment.encode(), result.revision)
+                if change.isr is not None:
+                    image.apply(self.keys.isr(*change.tp), encode_isr(change.isr), result.revision)
                 log.info("controller: %s-%d -> %s (%s)", *change.tp, list(change.assignment.replicas), change.why)
         if changes:
             self._wake()
@@ -809,7 +897,8 @@ class ClusterNode:
         image = self.image
         if intent.kind == "create":
             assert intent.topic_id is not None
-            value = TopicInfo(intent.name, intent.topic_id, intent.partitions, intent.configs).encode()
+            value = TopicInfo(intent.name, intent.topic_id, intent.partitions, intent.configs,
+                              intent.replication_factor).encode()
             result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, value)])
             if not result.succeeded:
                 return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {intent.name!r} already exists"
@@ -820,7 +909,8 @@ class ClusterNode:
             result = await self.etcd.txn(
                 [Compare(key, "MOD", image.revision_of(key))],
                 [Delete(key), DeletePrefix(self.keys.assignment(intent.name, 0)[:-1]),
-                 DeletePrefix(self.keys.leader(intent.name, 0)[:-1])])
+                 DeletePrefix(self.keys.leader(intent.name, 0)[:-1]),
+                 DeletePrefix(self.keys.isr(intent.name, 0)[:-1])])
             if not result.succeeded:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {intent.name!r} changed; try again"
             return None
@@ -845,6 +935,10 @@ class ClusterNode:
             else:
                 image.apply(key, fresh.value, fresh.mod_revision, fresh.lease)
         return ErrorCode.REQUEST_TIMED_OUT, f"topic {intent.name!r} kept changing; try again"
+
+
+def body_wait_ms(request: Request) -> int:
+    return int(request.body.get("max_wait_ms", 0))
 
 
 def _append_durably(copy: LogCopy, records: bytes) -> None:

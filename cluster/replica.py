@@ -29,6 +29,8 @@ class Fetched:
     high_watermark: int
     log_start_offset: int
     records: bytes
+    #: KIP-279: the leader's (epoch, end offset) where this replica's log diverges from its own.
+    diverging: tuple[int, int] | None = None
 
 
 class ReplicaClient:
@@ -83,20 +85,26 @@ class ReplicaClient:
         return reply
 
     async def fetch(self, topic: str, partition: int, offset: int, leader_epoch: int,
-                    max_bytes: int = 1 << 20) -> Fetched:
-        """One partition's fetch from ``offset``; answered at once (no long poll)."""
+                    max_bytes: int = 1 << 20, last_fetched_epoch: int = -1, max_wait_ms: int = 0) -> Fetched:
+        """One partition's fetch from ``offset``; with ``max_wait_ms``, the leader holds it until
+        it has records (a follower's long poll), else it answers at once."""
         reply = await self.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_id": self.replica_id, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "replica_id": self.replica_id, "max_wait_ms": max_wait_ms, "min_bytes": 1 if max_wait_ms else 0,
+            "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{
                 "partition": partition, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
-                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                "last_fetched_epoch": last_fetched_epoch, "log_start_offset": -1,
+                "partition_max_bytes": max_bytes}]}],
             "forgotten_topics_data": [], "rack_id": "",
         })
         if reply.error_code:
             return Fetched(int(reply.error_code), -1, -1, b"")
         for topic_reply in reply.responses:
             for part in topic_reply.partitions:
+                diverging = part.get("diverging_epoch")
+                found = None
+                if diverging is not None and (int(diverging.epoch) >= 0 or int(diverging.end_offset) >= 0):
+                    found = (int(diverging.epoch), int(diverging.end_offset))
                 return Fetched(int(part.error_code), int(part.high_watermark), int(part.log_start_offset),
-                               bytes(part.records or b""))
+                               bytes(part.records or b""), found)
         return Fetched(-1, -1, -1, b"")

@@ -56,7 +56,7 @@ from storage.segment import (
     later_valid_batch,
     scan_segment,
 )
-from storage.walker import walk_file
+from storage.walker import walk_bytes, walk_file
 
 __all__ = ["CorruptLogError", "OffsetOutOfRangeError", "PartitionLog", "RecoveryReport"]
 
@@ -122,6 +122,15 @@ class PartitionLog:
         #: A log start offset DeleteRecords moved past the first segment's base (persisted in
         #: ``log-start-offset``); the segment below it goes when all of it is below.
         self._start_floor = 0
+        #: The epoch stamped into every batch this log appends as a leader (-1: leave the
+        #: batch's own); a cluster node sets it while it leads the partition (KIP-101).
+        self.leader_epoch = -1
+        #: (epoch, start offset) of each leader epoch in the log, oldest first: Kafka's
+        #: LeaderEpochFileCache, built from the batch headers when first asked for.
+        self._epochs: list[tuple[int, int]] | None = None
+        #: The replicated high watermark, when a replication leader or follower keeps one;
+        #: None: every appended record is readable (one replica).
+        self._high_watermark: int | None = None
         self.recovery = self._recover()
         self._start_floor = self._read_start_floor()
         self._cleaned_up_to = self.log_start_offset
@@ -284,11 +293,14 @@ class PartitionLog:
         with self._lock:
             base = self._active_for_write().next_offset
             if producer_id == -1 and not transactional:
-                data = encode_key_value_batch(records, base_offset=base, base_timestamp=timestamp_ms)
+                data = encode_key_value_batch(records, base_offset=base, base_timestamp=timestamp_ms,
+                                              partition_leader_epoch=self.leader_epoch)
             else:
                 data = encode_batch(build_records(records), base_offset=base, base_timestamp=timestamp_ms,
                                     producer_id=producer_id, producer_epoch=producer_epoch,
-                                    attributes=TRANSACTIONAL_BIT if transactional else 0)
+                                    attributes=TRANSACTIONAL_BIT if transactional else 0,
+                                    partition_leader_epoch=self.leader_epoch)
+            self._note_epoch(self.leader_epoch, base)
             return self._write(data, base, base + len(records))
 
     def append_batch(self, batch: bytes) -> tuple[int, int]:
@@ -304,7 +316,9 @@ class PartitionLog:
             raise RecordBatchError(f"batch has no offsets (last_offset_delta {header.last_offset_delta})")
         with self._lock:
             base = self._active_for_write().next_offset
-            data = rewrite_base_offset(batch, base)
+            epoch = self.leader_epoch if self.leader_epoch >= 0 else None
+            data = rewrite_base_offset(batch, base, partition_leader_epoch=epoch)
+            self._note_epoch(header.partition_leader_epoch if epoch is None else epoch, base)
             return self._write(data, base, base + header.last_offset_delta + 1)
 
     def _active_for_write(self) -> Segment:
@@ -365,6 +379,162 @@ class PartitionLog:
             self._closed = True
             for segment in self._segments:
                 segment.close()
+
+    # --- replication (a cluster node's leader or follower) --------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset below which records are replicated to the ISR: what consumers may read."""
+        end = self.next_offset
+        return end if self._high_watermark is None else min(self._high_watermark, end)
+
+    @property
+    def replicated_high_watermark(self) -> int | None:
+        """The high watermark replication last set (None: never set since the log opened)."""
+        return self._high_watermark
+
+    def set_high_watermark(self, offset: int | None) -> None:
+        """Set by replication (None: no replication, the log end is the high watermark)."""
+        self._high_watermark = offset
+
+    def append_replicated(self, raw: bytes) -> int:
+        """Append a leader's batches with the leader's offsets and epochs; returns the new log end.
+
+        Batches that end at or below the log end are skipped (already here); a partial batch
+        at the end (the leader cut its reply at the size limit) is left for the next fetch. A
+        batch after a gap (the leader's cleaner removed records) seals the segment holding it,
+        since only sealed segments may have gaps.
+        """
+        with self._lock:
+            for pos, header in walk_bytes(raw):
+                active = self._active_for_write()
+                if header.next_offset <= active.next_offset:
+                    continue
+                if header.base_offset < active.next_offset:
+                    raise CorruptLogError(f"{self.directory}: replicated batch at offset {header.base_offset} "
+                                          f"overlaps the log end {active.next_offset}")
+                data = bytes(raw[pos : pos + header.size])
+                gap = header.base_offset > active.next_offset
+                if active.size > 0 and active.size + len(data) > self.segment_bytes:
+                    active = self._roll()
+                    gap = header.base_offset > active.next_offset
+                if gap and active.batch_ends is None:
+                    active.batch_ends = [*active.offsets[1:], active.next_offset]
+                self._note_epoch(header.partition_leader_epoch, header.base_offset)
+                active.append(data, header.base_offset, header.next_offset)
+                self._dirty.add(active)
+                if gap:
+                    self._roll()
+            return self._segments[-1].next_offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log back to ``offset`` (a follower's divergent tail, KIP-101); the new log end.
+
+        An offset inside a batch cuts before that batch. Segments wholly past the cut go;
+        the cut is durable before this returns. Below the log start, the log becomes empty
+        at ``offset`` (``reset_to``).
+        """
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.directory}: log is closed")
+            if offset >= self.next_offset:
+                return self.next_offset
+            if offset < self.log_start_offset:
+                doomed_all = True
+            else:
+                doomed_all = False
+                keep = [s for s in self._segments if s.base_offset < offset] or self._segments[:1]
+                doomed = self._segments[len(keep):]
+                last = keep[-1]
+                index = last.locate(offset)  # a cut inside a batch falls before it
+                cut = last.positions[index] if index < last.batch_count else last.size
+                new_end = last.offsets[index] if index < last.batch_count else last.next_offset
+                last.truncate(cut)
+                del last.offsets[index:]
+                del last.positions[index:]
+                if last.batch_ends is not None:
+                    del last.batch_ends[index:]
+                last.size = cut
+                last.next_offset = max(new_end, last.base_offset)
+                self._segments = keep
+                self._dirty.difference_update(doomed)
+                for segment in doomed:  # readers holding one keep reading it, as after retention
+                    self.fs.unlink(segment.path, missing_ok=True)
+                    self._newest.pop(segment.path, None)
+                if last.batch_ends is not None:
+                    self._roll()  # only sealed segments may have gaps: the active one starts here
+                if self._epochs is not None:
+                    self._epochs = [(e, start) for e, start in self._epochs if start < last.next_offset]
+                if self._high_watermark is not None:
+                    self._high_watermark = min(self._high_watermark, last.next_offset)
+        if doomed_all:
+            return self.reset_to(offset)
+        self.fs.fsync_directory(self.directory)
+        log.info("%s: truncated to offset %d", self.directory.name, self.next_offset)
+        return self.next_offset
+
+    def reset_to(self, offset: int) -> int:
+        """Delete every record and start the log empty at ``offset`` (a follower that is
+        behind the leader's log start, as Kafka's truncateFullyAndStartAt)."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.directory}: log is closed")
+            doomed = list(self._segments)
+            for segment in doomed:
+                self.fs.unlink(segment.path, missing_ok=True)
+                self._newest.pop(segment.path, None)
+                self._dirty.discard(segment)
+            self.fs.unlink(log_start_file(self.directory), missing_ok=True)
+            self._start_floor = 0
+            self._segments = [Segment.create(self.fs, self.directory, offset)]
+            self.fs.fsync_directory(self.directory)
+            self._epochs = []
+            self._cleaned_up_to = offset
+            if self._high_watermark is not None:
+                self._high_watermark = offset
+        log.info("%s: emptied, starting at offset %d", self.directory.name, offset)
+        return offset
+
+    def _note_epoch(self, epoch: int, base: int) -> None:
+        """A batch of ``epoch`` at ``base`` is being appended. Holds _lock."""
+        epochs = self._epochs
+        if epochs is not None and epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
+            epochs.append((epoch, base))
+
+    def _epoch_cache(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) pairs, built from the batch headers on first use. Holds _lock."""
+        if self._epochs is None:
+            epochs: list[tuple[int, int]] = []
+            for segment in self._segments:
+                for _, header in walk_file(segment.file.pread, segment.size):
+                    epoch = header.partition_leader_epoch
+                    if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
+                        epochs.append((epoch, header.base_offset))
+            self._epochs = epochs
+        return self._epochs
+
+    @property
+    def latest_epoch(self) -> int:
+        """The epoch of the last batch that carries one (-1: none)."""
+        with self._lock:
+            epochs = self._epoch_cache()
+            return epochs[-1][0] if epochs else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """Kafka's LeaderEpochFileCache.endOffsetFor: ``(largest epoch <= epoch, its end offset)``.
+
+        The end offset of an epoch is where the next epoch starts, or the log end for the
+        latest one; (-1, -1) when the log knows no epoch that old.
+        """
+        with self._lock:
+            epochs = self._epoch_cache()
+            end = self._segments[-1].next_offset
+            if not epochs or epoch < epochs[0][0]:
+                return -1, -1
+            if epoch >= epochs[-1][0]:
+                return epochs[-1][0], end
+            index = bisect.bisect_right([e for e, _ in epochs], epoch)
+            return epochs[index - 1][0], epochs[index][1]
 
     # --- compaction -------------------------------------------------------------------
 
@@ -600,14 +770,14 @@ class PartitionLog:
                     yield batch.base_offset, batch
                 index = stop
 
-    def read_raw(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+    def read_raw(self, start_offset: int, max_bytes: int, upto: int | None = None) -> bytes:
         """Whole raw batches from the one holding ``start_offset``, up to ``max_bytes``.
 
         Kafka fetch semantics: at least one batch even if it alone exceeds ``max_bytes``,
         and never past the end of one segment (the client simply fetches again). Returns
-        b"" at the log end; raises ``OffsetOutOfRangeError`` outside the log. With
-        ``max_offset`` (a read_committed Fetch's last stable offset, a batch boundary) no
-        batch starting at or above it is returned.
+        b"" at the log end; raises ``OffsetOutOfRangeError`` outside the log. ``upto`` leaves
+        out batches that start at or after it: the high watermark for consumers, the last
+        stable offset (a batch boundary, at most the high watermark) for read_committed ones.
         """
         with self._lock:
             if not self.log_start_offset <= start_offset <= self.next_offset:
@@ -615,13 +785,12 @@ class PartitionLog:
                     f"offset {start_offset} outside [{self.log_start_offset}, {self.next_offset}]"
                 )
         for segment, index, count in self._snapshot(start_offset):
-            if max_offset is not None:
-                count = min(count, bisect.bisect_left(segment.offsets, max_offset, index))
-                if count <= index:
-                    return b""
             begin = segment.positions[index]
             stop = index + 1
-            while stop < count and segment.batch_end(stop) - begin <= max_bytes:
+            if upto is not None and segment.offsets[index] >= upto:
+                return b""
+            while stop < count and segment.batch_end(stop) - begin <= max_bytes and (
+                    upto is None or segment.offsets[stop] < upto):
                 stop += 1
             return segment.read(begin, segment.batch_end(stop - 1) - begin)
         return b""

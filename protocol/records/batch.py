@@ -451,7 +451,8 @@ _VARINT_TABLE = tuple(encode_zigzag(i, 32) for i in range(16384))
 
 
 def encode_key_value_batch(
-    records: Sequence[tuple[bytes | None, bytes | None]], *, base_offset: int = 0, base_timestamp: int = NO_TIMESTAMP
+    records: Sequence[tuple[bytes | None, bytes | None]], *, base_offset: int = 0, base_timestamp: int = NO_TIMESTAMP,
+    partition_leader_epoch: int = -1,
 ) -> bytes:
     """``encode_batch(build_records(records), base_offset=..., base_timestamp=...)``, byte for byte.
 
@@ -471,14 +472,16 @@ def encode_key_value_batch(
         elif key is None:
             key, key_length, key_head = b"", 0, b"\x01"
         else:
-            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp)
+            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp,
+                                partition_leader_epoch=partition_leader_epoch)
         if type(value) is bytes:
             value_length = len(value)
             value_head = table[value_length] if value_length < limit else _zigzag(value_length, 32)
         elif value is None:
             value, value_length, value_head = b"", 0, b"\x01"
         else:
-            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp)
+            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp,
+                                partition_leader_epoch=partition_leader_epoch)
         delta = table[i] if i < limit else _zigzag(i, 32)
         # attributes and timestamp delta (2 bytes), the offset delta, key, value, no headers (1 byte)
         size = 3 + len(delta) + len(key_head) + key_length + len(value_head) + value_length
@@ -487,7 +490,8 @@ def encode_key_value_batch(
         size_total += len(head) + size
     count = len(records)
     try:
-        header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + size_total, -1, MAGIC, 0, 0,
+        header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + size_total, partition_leader_epoch,
+                                       MAGIC, 0, 0,
                                        count - 1, base_timestamp, base_timestamp, -1, -1, -1, count))
     except struct.error as exc:
         raise RecordBatchError(f"cannot encode batch header: {exc}") from None

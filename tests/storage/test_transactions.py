@@ -175,10 +175,10 @@ def test_read_raw_stops_below_an_offset(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "t-0", 1 << 20)
     for i in range(4):
         log.append([(b"k", b"v%d" % i)] * 2, 1000)  # batches at 0, 2, 4, 6
-    data = log.read_raw(0, 1 << 20, max_offset=4)
+    data = log.read_raw(0, 1 << 20, upto=4)
     assert len(data) == 2 * len(log.read_raw(0, 1))
-    assert log.read_raw(4, 1 << 20, max_offset=4) == b""
-    assert log.read_raw(2, 1 << 20, max_offset=3) == log.read_raw(2, 1)
+    assert log.read_raw(4, 1 << 20, upto=4) == b""
+    assert log.read_raw(2, 1 << 20, upto=3) == log.read_raw(2, 1)
 
 
 # ------------------------------------------------------------------ the coordinator log

@@ -26,6 +26,8 @@ FAST: dict[str, object] = {
     "cluster.rebalance.delay.ms": 500,
     "cluster.rebalance.max.moves": 8,
     "offsets.topic.num.partitions": 12,
+    # Placement and move tests reason about single-replica partitions; replication tests ask for 3.
+    "offsets.topic.replication.factor": 1,
     "group.initial.rebalance.delay.ms": 0,
 }
 
