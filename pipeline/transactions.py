@@ -31,8 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.records import BatchHeader, RecordBatchError, iter_records
-from protocol.records.control import read_marker
+from protocol.records import BatchHeader, iter_records, read_marker
 
 __all__ = [
     "ABORTED",
