@@ -312,9 +312,9 @@ def _with_markers(planned: list[tuple[SegmentFile, SegmentIndex]]) -> list[Segme
     lookup = MarkerLookup(marker for _, index in planned for marker in index.markers)
     out = []
     for segment, index in planned:
-        ends = {lookup.after(producer_id, last) for last, producer_id in index.transactional}
-        ends.discard(None)
-        out.append(dataclasses.replace(segment, markers=tuple(sorted(m for m in ends if m is not None))))
+        ends = {end for last, producer_id in index.transactional
+                if (end := lookup.after(producer_id, last)) is not None}
+        out.append(dataclasses.replace(segment, markers=tuple(sorted(ends))))
     return out
 
 
@@ -481,13 +481,13 @@ def decode_segment(
     for pos, header in read_batch_headers(path, data):
         if header.attributes & _CONTROL_BIT:
             continue
-        # A transactional batch written after planning has no marker known yet: still open.
-        producer_id = header.producer_id if header.attributes & _TRANSACTIONAL_BIT else None
-        marker = markers.after(producer_id, header.last_offset) if producer_id is not None else None
         if times is not None and not times.may_hold(_min_timestamp(header), header.max_timestamp):
             continue
         if segment.end is not None and header.base_offset >= segment.end:
             break
+        # A transactional batch written after planning has no marker known yet: still open.
+        producer_id = header.producer_id if header.attributes & _TRANSACTIONAL_BIT else None
+        marker = markers.after(producer_id, header.last_offset) if producer_id is not None else None
         try:
             records = iter_records(view[pos : pos + header.size], verify_crc=False)
         except RecordBatchError as exc:
@@ -501,7 +501,11 @@ def decode_segment(
                 row = record_row(key, value, groups)
             except (ProtocolError, ValueError) as exc:
                 raise SegmentReadError(f"{name}: record at offset {log_offset}: {exc}") from None
-            if row is not None:
+            if row is None:
+                continue
+            if producer_id is None:  # the common case, kept free of a call per row
+                yield (*row, log_offset, partition, name, timestamp, None, None, None, timestamp)
+            else:
                 yield (*row, log_offset, partition, name, timestamp,
                        *outcome(row[_KIND], timestamp, producer_id, marker))
 
