@@ -175,17 +175,22 @@ def read_rows(data_dir: Path, group: str | None = None, until: int | None = None
 
 
 def _settle(rows: list[Row], markers: dict[tuple[int, int], Marker]) -> None:
-    """Fill in the outcome of every transactional row, walking rows and markers in log order."""
+    """Fill in the outcome of every transactional row, walking those rows and the markers in log order.
+
+    Plain rows need nothing: ``read_rows`` gave them their outcome as it read them.
+    """
     pending: dict[tuple[int, int], list[Row]] = {}
     events: list[tuple[int, int, Row | Marker]] = [
-        (row["coordinator_partition"], row["log_offset"], row) for row in rows]
+        (row["coordinator_partition"], row["log_offset"], row) for row in rows if row["producer_id"] is not None]
+    if not events:
+        return
     events += [(partition, offset, marker) for (partition, offset), marker in markers.items()]
     events.sort(key=lambda event: event[:2])
     for partition, _, event in events:
         if isinstance(event, Marker):
             for row in pending.pop((partition, event.producer_id), []):
                 _settle_row(row, event)
-        elif event["producer_id"] is not None:
+        else:
             pending.setdefault((partition, event["producer_id"]), []).append(event)
     for waiting in pending.values():
         for row in waiting:
