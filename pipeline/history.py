@@ -71,7 +71,6 @@ STATS_TABLES: dict[str, tuple[str, ...]] = {
     "policy_commits": ("group", "policy", "commits", "last_commit"),
 }
 MINUTE_MS = 60_000
-_KIND = COLUMNS.index("kind")
 _OPEN_END = 2**63
 
 
@@ -165,9 +164,9 @@ def read_rows(data_dir: Path, group: str | None = None, until: int | None = None
                 slot = (partition, log_offset)
                 if slot in best and best[slot][0] <= rank:
                     continue
+                # as for a plain record; ``_settle`` fills in a transactional one's outcome
                 row = dict(zip(COLUMNS, (*decoded, log_offset, partition, str(path), timestamp,
-                                         *outcome(decoded[_KIND], timestamp, None, None)), strict=True))
-                row["producer_id"] = producer_id
+                                         producer_id, None, None, timestamp), strict=True))
                 best[slot] = (rank, row)
     rows = [best[slot][1] for slot in sorted(best)]
     _settle(rows, markers)
