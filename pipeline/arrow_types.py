@@ -26,4 +26,6 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "subscribed_topics": pa.list_(pa.string()), "member_id": pa.string(), "assignment": ARROW_ASSIGNMENT,
     "log_offset": pa.int64(),
     "coordinator_partition": pa.int32(), "segment": pa.string(), "record_timestamp": pa.int64(),
+    "producer_id": pa.int64(), "transaction": pa.string(), "marker_offset": pa.int64(),
+    "visible_timestamp": pa.int64(),
 }

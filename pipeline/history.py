@@ -10,6 +10,14 @@ source's offset-range planning, so the two check each other.
 
 Times are milliseconds since the epoch. "Log order" is (coordinator partition, log
 offset): a group lives in one partition, so within a group it is the order of writes.
+
+Transactions are settled here the simple way too: the rows and markers of a partition
+are walked in log order, a transactional record waits with its producer's others until
+that producer's next marker, and the marker settles them all (``pipeline.transactions``
+says what each outcome means). The data source instead looks each batch's marker up in
+an index built while planning; the two check each other. Jobs count a record only from
+its ``visible_timestamp`` on: a transactional commit from its COMMIT marker, never if
+aborted or still open.
 """
 
 from __future__ import annotations
@@ -21,14 +29,16 @@ from typing import Any
 
 from pipeline.segments import (
     COLUMNS,
+    SegmentReadError,
     TimeBounds,
     partitions_of_groups,
     read_batch_headers,
     record_row,
     topic_segments,
 )
+from pipeline.transactions import OUTCOME_COLUMNS, Marker, markers_of_batch, outcome
 from protocol.policy_marker import policy_of
-from protocol.records import iter_records
+from protocol.records import RecordBatchError, iter_records
 from storage.layout import (
     COORDINATOR_TOPIC,
     history_copy_of,
@@ -112,7 +122,8 @@ def read_rows(data_dir: Path, group: str | None = None, until: int | None = None
     Each file is read whole. Of several copies of one (coordinator partition, log offset),
     the copy from the file with the narrowest offset range wins (the oldest, fullest
     version of that range), and on equal ranges the history copy. ``group`` and ``until``
-    (largest record timestamp wanted) only narrow the result.
+    (largest record timestamp wanted) only narrow the result; markers are read whatever
+    their time, so a record's outcome does not depend on them.
     """
     data_dir = Path(data_dir)
     groups = frozenset([group]) if group is not None else None
@@ -122,6 +133,7 @@ def read_rows(data_dir: Path, group: str | None = None, until: int | None = None
     for partition, _, path in live:
         last_live[partition] = max(last_live.get(partition, path), path)
     best: dict[tuple[int, int], tuple[tuple[int, bool], Row]] = {}
+    markers: dict[tuple[int, int], Marker] = {}
     times = TimeBounds(high=until) if until is not None else None
     for partition, history, path in _history_files_after(data_dir, live, partitions):
         found = _read(path, history)
@@ -135,11 +147,15 @@ def read_rows(data_dir: Path, group: str | None = None, until: int | None = None
         end = _OPEN_END if last_live.get(partition) == path else headers[-1][1].next_offset
         rank = (end - start, not history)
         for pos, header in headers:
+            raw = memoryview(data)[pos : pos + header.size]
             if header.is_control:
+                try:
+                    markers.update(((partition, m.offset), m) for m in markers_of_batch(header, raw))
+                except RecordBatchError as exc:
+                    raise SegmentReadError(f"{path}: control batch at byte {pos}: {exc}") from None
                 continue
-            for log_offset, timestamp, key, value in iter_records(
-                memoryview(data)[pos : pos + header.size], verify_crc=False
-            ):
+            producer_id = header.producer_id if header.is_transactional else None
+            for log_offset, timestamp, key, value in iter_records(raw, verify_crc=False):
                 if key is None or (times is not None and not times.admits(timestamp)):
                     continue
                 decoded = record_row(key, value, groups)
@@ -148,14 +164,50 @@ def read_rows(data_dir: Path, group: str | None = None, until: int | None = None
                 slot = (partition, log_offset)
                 if slot in best and best[slot][0] <= rank:
                     continue
-                row = dict(zip(COLUMNS, (*decoded, log_offset, partition, str(path), timestamp), strict=True))
+                # as for a plain record; ``_settle`` fills in a transactional one's outcome
+                row = dict(zip(COLUMNS, (*decoded, log_offset, partition, str(path), timestamp,
+                                         producer_id, None, None, timestamp), strict=True))
                 best[slot] = (rank, row)
-    return [best[slot][1] for slot in sorted(best)]
+    rows = [best[slot][1] for slot in sorted(best)]
+    _settle(rows, markers)
+    return rows
+
+
+def _settle(rows: list[Row], markers: dict[tuple[int, int], Marker]) -> None:
+    """Fill in the outcome of every transactional row, walking those rows and the markers in log order.
+
+    Plain rows need nothing: ``read_rows`` gave them their outcome as it read them.
+    """
+    pending: dict[tuple[int, int], list[Row]] = {}
+    events: list[tuple[int, int, Row | Marker]] = [
+        (row["coordinator_partition"], row["log_offset"], row) for row in rows if row["producer_id"] is not None]
+    if not events:
+        return
+    events += [(partition, offset, marker) for (partition, offset), marker in markers.items()]
+    events.sort(key=lambda event: event[:2])
+    for partition, _, event in events:
+        if isinstance(event, Marker):
+            for row in pending.pop((partition, event.producer_id), []):
+                _settle_row(row, event)
+        else:
+            pending.setdefault((partition, event["producer_id"]), []).append(event)
+    for waiting in pending.values():
+        for row in waiting:
+            _settle_row(row, None)
+
+
+def _settle_row(row: Row, marker: Marker | None) -> None:
+    for column, value in zip(OUTCOME_COLUMNS, outcome(row["kind"], row["record_timestamp"], row["producer_id"],
+                                                      marker), strict=True):
+        row[column] = value
 
 
 def history_rows(data_dir: Path, group: str | None = None) -> list[Row]:
-    """The ``history`` job: every record, as rows of ``pipeline.segments.COLUMNS``."""
-    return read_rows(data_dir, group)
+    """The ``history`` job: every record that took effect, as rows of ``pipeline.segments.COLUMNS``.
+
+    Records of aborted and still open transactions are left out (``read_rows`` has them).
+    """
+    return [row for row in read_rows(data_dir, group) if row["visible_timestamp"] is not None]
 
 
 # --- as-of ----------------------------------------------------------------------------------
@@ -164,13 +216,16 @@ def history_rows(data_dir: Path, group: str | None = None) -> list[Row]:
 def _live_offsets(rows: Iterable[Row], as_of_ms: int) -> dict[tuple[str, str, int], Row]:
     """The commit rows that hold each group's offsets at ``as_of_ms`` (rows in log order).
 
-    Per (group, topic, partition) the last record written at or before the time counts; an
-    offset tombstone, or a group tombstone written after the commit, means no offset.
+    Per (group, topic, partition) the last record in log order of those that took effect
+    at or before the time counts; an offset tombstone, or a group tombstone written after
+    the commit, means no offset. A transactional commit takes effect at its COMMIT marker,
+    but keeps its own place in the log (Kafka's "newer in the log" rule).
     """
     latest: dict[tuple[str, str, int], Row] = {}
     deleted: dict[str, tuple[int, int]] = {}
     for row in rows:
-        if row["record_timestamp"] > as_of_ms:
+        visible = row["visible_timestamp"]
+        if visible is None or visible > as_of_ms:
             continue
         kind = row["kind"]
         if kind in ("commit", "tombstone"):
@@ -217,8 +272,9 @@ def as_of_rows(data_dir: Path, as_of_ms: int, group: str | None = None) -> list[
 def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = None) -> dict[str, list[Row]]:
     """The ``stats`` job's tables (``STATS_TABLES``), each sorted by its columns.
 
-    - commits_per_minute: commit records per group per minute of record timestamp;
-    - last_commit: each group's newest commit record timestamp and its number of commits;
+    - commits_per_minute: commit records per group per minute of the time they took effect
+      (``visible_timestamp``: the record timestamp, or a transaction's COMMIT marker's);
+    - last_commit: each group's newest such time and its number of commits;
     - idle_groups: groups whose last commit is more than ``idle_minutes`` before ``now_ms``;
     - unsubscribed_offsets: offsets live at ``now_ms`` for topics that no member of the
       group's latest group metadata (protocol type "consumer") subscribes to;
@@ -226,7 +282,9 @@ def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = 
       group, or of a group re-created after a group tombstone, counts);
     - policy_commits: commits the broker made under a group's offset reset policy (metadata
       ``kcoord:<policy>``, docs/coordinator-rules.md#policy-commits), per group and policy,
-      with the newest one's record timestamp.
+      with the newest one's time.
+
+    Records of aborted or still open transactions count nowhere.
     """
     rows = read_rows(data_dir, group)
     per_minute: dict[tuple[str, int], int] = defaultdict(int)
@@ -237,10 +295,12 @@ def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = 
     latest_group: dict[str, Row] = {}
     policies: dict[tuple[str, str], tuple[int, int]] = {}  # (group, policy) -> (commits, last)
     for row in rows:
+        ts = row["visible_timestamp"]
+        if ts is None:
+            continue  # an aborted or open transaction's record
         name = row["group"]
         kind = row["kind"]
         if kind == "commit":
-            ts = row["record_timestamp"]
             per_minute[(name, ts // MINUTE_MS * MINUTE_MS)] += 1
             last[name] = max(last.get(name, ts), ts)
             commits[name] += 1
@@ -254,7 +314,7 @@ def stats(data_dir: Path, now_ms: int, idle_minutes: float, group: str | None = 
             previous_generation[name] = row["generation"]
         elif kind == "group_tombstone":
             previous_generation[name] = None
-        if kind in ("group_metadata", "group_tombstone") and row["record_timestamp"] <= now_ms:
+        if kind in ("group_metadata", "group_tombstone") and ts <= now_ms:
             latest_group[name] = row
     idle_ms = idle_minutes * MINUTE_MS
     unsubscribed = []
@@ -310,7 +370,7 @@ def lag_rows(data_dir: Path, group: str | None = None) -> list[Row]:
     batches = topic_batches(data_dir)
     out = []
     for row in read_rows(data_dir, group):
-        if row["kind"] != "commit":
+        if row["kind"] != "commit" or row["visible_timestamp"] is None:
             continue
         hw = high_watermark(batches.get((row["topic"], row["partition"])), row["commit_timestamp"])
         out.append({

@@ -3,6 +3,10 @@
 Each function returns DataFrames (nothing is computed until they are written or
 collected). The semantics are those of ``pipeline.history``, the plain-Python oracle, and
 the tests hold the two equal on logs written by the real broker.
+
+Every job counts a record from its ``visible_timestamp`` on, which the data source fills
+in: a transactional commit from its COMMIT marker, never one aborted or still open
+(``pipeline.transactions``).
 """
 
 from __future__ import annotations
@@ -35,9 +39,14 @@ def records(spark: SparkSession, data_dir: str, group: str | None = None) -> Dat
     return df
 
 
+def _counted(records: DataFrame) -> DataFrame:
+    """The records that took effect: not those of aborted or still open transactions."""
+    return records.filter(F.col("visible_timestamp").isNotNull())
+
+
 def history(records: DataFrame) -> DataFrame:
-    """The ``history`` job: the full record history (every kind), for writing out."""
-    return records
+    """The ``history`` job: the full record history (every kind that took effect), for writing out."""
+    return _counted(records)
 
 
 def _after(a: Column, b: Column) -> Column:
@@ -50,17 +59,18 @@ def _after(a: Column, b: Column) -> Column:
 def _live_offsets(records: DataFrame, moments: list[int]) -> DataFrame:
     """Per (as_of, group, topic, partition) the commit holding the offset at each moment.
 
-    The last offset record written at or before the moment wins (log order, not commit
-    timestamp); it counts only if it is a commit and no group tombstone followed it. The
+    Of the offset records that took effect at or before the moment, the last in log order
+    wins (log order, not commit timestamp; a transactional commit keeps its own place in
+    the log); it counts only if it is a commit and no group tombstone followed it. The
     moments are a small broadcast table joined to the records, so many moments cost one
     pass over the log.
     """
-    written = records.filter(F.col("record_timestamp") <= F.lit(max(moments)))
+    written = records.filter(F.col("visible_timestamp") <= F.lit(max(moments)))
     if len(set(moments)) == 1:
         written = written.withColumn("as_of", F.lit(moments[0]).cast("long"))
     else:
         times = records.sparkSession.createDataFrame([(int(m),) for m in sorted(set(moments))], "as_of long")
-        written = written.join(F.broadcast(times), F.col("record_timestamp") <= F.col("as_of"))
+        written = written.join(F.broadcast(times), F.col("visible_timestamp") <= F.col("as_of"))
     # One aggregation covers both kinds of record, so the log is scanned once: offset
     # records group by their partition, a group's tombstones by (group, null, null).
     latest = (
@@ -85,7 +95,11 @@ def _live_offsets(records: DataFrame, moments: list[int]) -> DataFrame:
 
 
 def as_of(records: DataFrame, as_of_ms: int) -> DataFrame:
-    """The ``as-of`` job: each group's committed offsets at ``as_of_ms``."""
+    """The ``as-of`` job: each group's committed offsets at ``as_of_ms``.
+
+    A record that took effect by then was written by then: the filter on the record
+    timestamp reaches the reader, which skips later segments and batches.
+    """
     df = records.filter(F.col("record_timestamp") <= F.lit(as_of_ms))
     return _live_offsets(df, [as_of_ms]).select(*AS_OF_COLUMNS).orderBy("group", "topic", "partition")
 
@@ -104,18 +118,18 @@ def stats(records: DataFrame, now_ms: int, idle_minutes: float) -> dict[str, Dat
 
     The columns they need are read once and cached for the six tables.
     """
-    df = records.select(
+    df = _counted(records).select(
         "group", "topic", "partition", "offset", "kind", "generation", "protocol_type", "state",
-        "subscribed_topics", "coordinator_partition", "log_offset", "record_timestamp",
+        "subscribed_topics", "coordinator_partition", "log_offset", "visible_timestamp",
         "leader_epoch", "metadata", "commit_timestamp",
     ).cache()
     commits = df.filter(F.col("kind") == "commit")
     per_minute = (
-        commits.withColumn("minute", F.floor(F.col("record_timestamp") / MINUTE_MS).cast("long") * MINUTE_MS)
+        commits.withColumn("minute", F.floor(F.col("visible_timestamp") / MINUTE_MS).cast("long") * MINUTE_MS)
         .groupBy("group", "minute").agg(F.count(F.lit(1)).alias("commits"))
     )
     last_commit = commits.groupBy("group").agg(
-        F.max("record_timestamp").alias("last_commit"), F.count(F.lit(1)).alias("commits")
+        F.max("visible_timestamp").alias("last_commit"), F.count(F.lit(1)).alias("commits")
     )
     idle = (
         last_commit.withColumn("idle_ms", F.lit(now_ms) - F.col("last_commit"))
@@ -132,7 +146,7 @@ def stats(records: DataFrame, now_ms: int, idle_minutes: float) -> dict[str, Dat
         .groupBy("group").agg(F.count(F.lit(1)).alias("rebalances"))
     )
     latest_group = (
-        group_records.filter(F.col("record_timestamp") <= F.lit(now_ms))
+        group_records.filter(F.col("visible_timestamp") <= F.lit(now_ms))
         .groupBy("group")
         .agg(F.max(F.struct(
             "coordinator_partition", "log_offset", "kind", "protocol_type", "state", "subscribed_topics",
@@ -151,7 +165,7 @@ def stats(records: DataFrame, now_ms: int, idle_minutes: float) -> dict[str, Dat
         commits.filter(F.col("metadata").startswith(POLICY_PREFIX) & (F.length("metadata") > F.lit(prefix)))
         .withColumn("policy", F.expr(f"substring(metadata, {prefix + 1})"))
         .groupBy("group", "policy")
-        .agg(F.count(F.lit(1)).alias("commits"), F.max("record_timestamp").alias("last_commit"))
+        .agg(F.count(F.lit(1)).alias("commits"), F.max("visible_timestamp").alias("last_commit"))
     )
     tables = {
         "commits_per_minute": per_minute,
@@ -174,7 +188,7 @@ def lag(records: DataFrame, data_dir: str) -> DataFrame:
     no batch old enough has watermark 0; one without local data has none.
     """
     spark = records.sparkSession
-    commits = records.filter(F.col("kind") == "commit").select(
+    commits = _counted(records).filter(F.col("kind") == "commit").select(
         "group", "topic", "partition", "commit_timestamp", "offset",
         F.col("commit_timestamp").alias("ts"), F.lit(1).alias("order"), F.lit(None).cast("long").alias("end"),
     )

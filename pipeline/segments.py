@@ -21,6 +21,11 @@ Both the Spark data source (``pipeline.source``) and the plain-Python oracle
   offset ranges of all the files of a partition are nested or disjoint, and of two files
   holding an offset the one with the narrower range is the older, fuller copy. The
   narrowest range wins; with equal ranges the history copy (the original) wins.
+- **Transactions.** A record of a transactional batch counts only as its producer's next
+  marker in the partition says (``pipeline.transactions``). The planner reads the
+  markers of every file of a partition from the batch headers and the tiny control
+  batches, and hands each segment the markers that end the transactions it holds, so a
+  segment is still read on its own.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.transactions import OUTCOME_COLUMNS, Marker, MarkerLookup, markers_of_batch, outcome
 from protocol.consumer_offsets import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
@@ -83,6 +89,7 @@ __all__ = [
 
 _LENGTH_AT = struct.Struct(">qi")  # base_offset, batch_length
 _CONTROL_BIT = 0x20
+_TRANSACTIONAL_BIT = 0x10
 _LOG_APPEND_TIME_BIT = 0x08
 
 #: Row columns, in order; ``record_row`` returns tuples in this order.
@@ -90,7 +97,7 @@ COLUMNS = (
     "group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp",
     "expire_timestamp", "kind", "generation", "protocol_type", "protocol", "leader", "state",
     "member_count", "members", "subscribed_topics", "member_id", "assignment", "log_offset",
-    "coordinator_partition", "segment", "record_timestamp",
+    "coordinator_partition", "segment", "record_timestamp", *OUTCOME_COLUMNS,
 )
 #: Consumer group (KIP-848) record kinds; each also comes as ``<kind>_tombstone``.
 CONSUMER_GROUP_KINDS = {
@@ -136,6 +143,8 @@ class SegmentFile:
     min_timestamp: int | None
     max_timestamp: int | None
     inner: tuple[tuple[int, int], ...] = field(default=())
+    #: The markers (of any file of the partition) that end the transactions this file holds.
+    markers: tuple[Marker, ...] = field(default=())
 
     def owns(self, offset: int) -> bool:
         """Whether the record at ``offset`` is to be read from this file."""
@@ -156,9 +165,13 @@ class SegmentIndex:
     min_timestamp: int | None
     max_timestamp: int | None
     batches: int
+    #: With ``transactions``: (last offset, producer id) of each transactional data batch.
+    transactional: tuple[tuple[int, int], ...] = ()
+    #: With ``transactions``: the end-transaction markers in the file.
+    markers: tuple[Marker, ...] = ()
 
 
-_INDEX_CACHE: dict[tuple[str, int, int, int], SegmentIndex] = {}
+_INDEX_CACHE: dict[tuple[str, int, int, int, bool], SegmentIndex] = {}
 
 
 def _min_timestamp(header: BatchHeader) -> int:
@@ -172,24 +185,32 @@ def _min_timestamp(header: BatchHeader) -> int:
     return min(header.base_timestamp, header.max_timestamp)
 
 
-def index_segment(path: Path) -> SegmentIndex:
+def index_segment(path: Path, transactions: bool = False) -> SegmentIndex:
     """Offset range and timestamp range of a file from its batch headers alone.
 
     Only headers are read (``storage.walker.walk_file``: many per ``pread`` while batches
     are small, one per ``pread`` once they are large), never the records. Results for an
     unchanged file (same inode, size and mtime) are cached: sealed and history files never
-    change.
+    change. With ``transactions`` the index also lists the transactional batches and the
+    markers (a control batch is read whole: it holds one small record).
     """
     st = os.stat(path)
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, transactions)
     cached = _INDEX_CACHE.get(key)
     if cached is not None:
         return cached
     start = end = lo = hi = None
     batches = 0
+    transactional: list[tuple[int, int]] = []
+    markers: list[Marker] = []
     with open(path, "rb", buffering=0) as handle:
         fd = handle.fileno()
-        for _, header in walk_file(lambda length, offset: os.pread(fd, length, offset), st.st_size):
+        for pos, header in walk_file(lambda length, offset: os.pread(fd, length, offset), st.st_size):
+            if transactions and header.attributes & _TRANSACTIONAL_BIT:
+                if header.attributes & _CONTROL_BIT:
+                    markers.extend(_markers(path, pos, header, os.pread(fd, header.size, pos)))
+                else:
+                    transactional.append((header.last_offset, header.producer_id))
             if start is None:
                 start = header.base_offset
             end = header.next_offset
@@ -197,11 +218,19 @@ def index_segment(path: Path) -> SegmentIndex:
             lo = low if lo is None else min(lo, low)
             hi = header.max_timestamp if hi is None else max(hi, header.max_timestamp)
             batches += 1
-    result = SegmentIndex(start, end, lo, hi, batches)
+    result = SegmentIndex(start, end, lo, hi, batches, tuple(transactional), tuple(markers))
     if len(_INDEX_CACHE) > 100_000:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[key] = result
     return result
+
+
+def _markers(path: Path | str, pos: int, header: BatchHeader, raw: bytes | memoryview) -> list[Marker]:
+    """The markers of the control batch at byte ``pos`` of ``path``."""
+    try:
+        return list(markers_of_batch(header, raw))
+    except RecordBatchError as exc:
+        raise SegmentReadError(f"{path}: control batch at byte {pos}: {exc}") from None
 
 
 def coordinator_partition_count(data_dir: Path) -> int | None:
@@ -237,10 +266,10 @@ def _segment_paths(directory: Path) -> list[tuple[int, Path]]:
 
 
 def _planned(path: Path, topic: str, partition: int, base: int, history: bool,
-             active: bool) -> SegmentFile | None:
+             active: bool, transactions: bool = False) -> tuple[SegmentFile, SegmentIndex] | None:
     try:
         st = os.stat(path)
-        index = index_segment(path)
+        index = index_segment(path, transactions)
     except FileNotFoundError:
         return None  # the cleaner replaced it while we listed; its records are elsewhere
     start = index.start if index.start is not None else base
@@ -248,7 +277,7 @@ def _planned(path: Path, topic: str, partition: int, base: int, history: bool,
     return SegmentFile(
         str(path), topic, partition, base, history, min(start, base), end, st.st_size,
         st.st_ino, st.st_dev, index.min_timestamp, index.max_timestamp,
-    )
+    ), index
 
 
 def coordinator_segments(data_dir: Path, partitions: set[int] | None = None) -> list[SegmentFile]:
@@ -257,7 +286,7 @@ def coordinator_segments(data_dir: Path, partitions: set[int] | None = None) -> 
     ``partitions`` restricts the result to those coordinator partitions.
     """
     data_dir = Path(data_dir)
-    files: dict[int, list[SegmentFile]] = {}
+    files: dict[int, list[tuple[SegmentFile, SegmentIndex]]] = {}
     for history, root in ((False, data_dir), (True, history_dir(data_dir))):
         for topic, partition, directory in _partition_dirs(root, coordinator=True):
             if partitions is not None and partition not in partitions:
@@ -265,13 +294,28 @@ def coordinator_segments(data_dir: Path, partitions: set[int] | None = None) -> 
             paths = _segment_paths(directory)
             for i, (base, path) in enumerate(paths):
                 planned = _planned(path, topic, partition, base, history,
-                                   active=not history and i == len(paths) - 1)
+                                   active=not history and i == len(paths) - 1, transactions=True)
                 if planned is not None:
                     files.setdefault(partition, []).append(planned)
     result: list[SegmentFile] = []
     for partition in sorted(files):
-        result.extend(_with_inner_ranges(files[partition]))
+        result.extend(_with_inner_ranges(_with_markers(files[partition])))
     return result
+
+
+def _with_markers(planned: list[tuple[SegmentFile, SegmentIndex]]) -> list[SegmentFile]:
+    """Each segment of one partition with the markers that end its transactional batches.
+
+    Markers are looked up among those of every file of the partition: a transaction's
+    marker is often in a later segment than its records.
+    """
+    lookup = MarkerLookup(marker for _, index in planned for marker in index.markers)
+    out = []
+    for segment, index in planned:
+        ends = {end for last, producer_id in index.transactional
+                if (end := lookup.after(producer_id, last)) is not None}
+        out.append(dataclasses.replace(segment, markers=tuple(sorted(ends))))
+    return out
 
 
 def _span(segment: SegmentFile) -> tuple[int, int]:
@@ -326,7 +370,7 @@ def topic_segments(data_dir: Path, topics: set[str] | None = None) -> list[Segme
         for i, (base, path) in enumerate(paths):
             planned = _planned(path, topic, partition, base, False, active=i == len(paths) - 1)
             if planned is not None:
-                result.append(planned)
+                result.append(planned[0])
     return result
 
 
@@ -433,6 +477,7 @@ def decode_segment(
     view = memoryview(data)
     name = str(path)
     partition = segment.partition
+    markers = MarkerLookup(segment.markers)
     for pos, header in read_batch_headers(path, data):
         if header.attributes & _CONTROL_BIT:
             continue
@@ -440,6 +485,9 @@ def decode_segment(
             continue
         if segment.end is not None and header.base_offset >= segment.end:
             break
+        # A transactional batch written after planning has no marker known yet: still open.
+        producer_id = header.producer_id if header.attributes & _TRANSACTIONAL_BIT else None
+        marker = markers.after(producer_id, header.last_offset) if producer_id is not None else None
         try:
             records = iter_records(view[pos : pos + header.size], verify_crc=False)
         except RecordBatchError as exc:
@@ -453,10 +501,16 @@ def decode_segment(
                 row = record_row(key, value, groups)
             except (ProtocolError, ValueError) as exc:
                 raise SegmentReadError(f"{name}: record at offset {log_offset}: {exc}") from None
-            if row is not None:
-                yield (*row, log_offset, partition, name, timestamp)
+            if row is None:
+                continue
+            if producer_id is None:  # the common case, kept free of a call per row
+                yield (*row, log_offset, partition, name, timestamp, None, None, None, timestamp)
+            else:
+                yield (*row, log_offset, partition, name, timestamp,
+                       *outcome(row[_KIND], timestamp, producer_id, marker))
 
 
+_KIND = COLUMNS.index("kind")
 #: Decoded keys by their bytes: a log repeats the same (group, topic, partition) keys over
 #: and over, and a dictionary lookup is far cheaper than decoding the key again.
 _KEYS: dict[bytes, RecordKey] = {}

@@ -81,6 +81,8 @@ _TYPES: dict[str, Any] = {
     "subscribed_topics": ArrayType(StringType()), "member_id": StringType(), "assignment": _ASSIGNMENT,
     "log_offset": LongType(),
     "coordinator_partition": IntegerType(), "segment": StringType(), "record_timestamp": LongType(),
+    "producer_id": LongType(), "transaction": StringType(), "marker_offset": LongType(),
+    "visible_timestamp": LongType(),
 }
 RECORD_SCHEMA = StructType([StructField(name, _TYPES[name]) for name in COLUMNS])
 BATCH_SCHEMA = StructType([

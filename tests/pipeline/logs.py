@@ -22,6 +22,7 @@ from protocol.consumer_offsets import (
     partition_for,
 )
 from protocol.consumer_protocol import encode_subscription
+from protocol.records import EndTransactionMarker
 from storage.coordinator_log import CoordinatorLog
 
 T0 = 1_700_000_000_000
@@ -45,10 +46,10 @@ class LogWriter:
         self.__post_init__()
 
     def _append(self, group: str, records: Sequence[tuple[bytes, bytes | None]], ts: int,
-                kinds: list[dict[str, Any]]) -> None:
+                kinds: list[dict[str, Any]], producer_id: int = -1) -> None:
         plog = self.log.partition_log(self.log.partition_of(group))
         base = plog.next_offset if plog is not None else 0
-        self.log.append(group, records, ts)
+        self.log.append(group, records, ts, producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1)
         for i, kind in enumerate(kinds):
             self.written.append({**kind, "group": group, "record_timestamp": ts,
                                  "coordinator_partition": partition_for(group, self.partitions),
@@ -64,6 +65,20 @@ class LogWriter:
             kinds.append({"kind": "commit", "topic": topic, "partition": partition, "offset": offset,
                           "commit_timestamp": value.commit_timestamp})
         self._append(group, records, ts, kinds)
+
+    def txn_commit(self, group: str, producer_id: int, offsets: dict[tuple[str, int], int], ts: int) -> None:
+        """What TxnOffsetCommit writes: offset records in a transactional batch of the producer."""
+        records, kinds = [], []
+        for (topic, partition), offset in offsets.items():
+            value = OffsetValue(offset, 3, f"m{offset}", ts, -1)
+            records.append((encode_key(OffsetKey(group, topic, partition)), encode_offset_value(value)))
+            kinds.append({"kind": "commit", "topic": topic, "partition": partition, "offset": offset,
+                          "commit_timestamp": ts, "producer_id": producer_id})
+        self._append(group, records, ts, kinds, producer_id)
+
+    def end_txn(self, group: str, producer_id: int, commit: bool, ts: int) -> None:
+        """The producer's COMMIT or ABORT marker in the coordinator partition of ``group``."""
+        self.log.append_marker(self.log.partition_of(group), producer_id, 0, EndTransactionMarker(commit, 0), ts)
 
     def delete_offsets(self, group: str, partitions: list[tuple[str, int]], ts: int) -> None:
         records: list[tuple[bytes, bytes | None]] = [
