@@ -40,7 +40,6 @@ from storage.fs import REAL_FS, FileSystem
 from storage.journal import Journal
 from storage.layout import (
     COORDINATOR_TOPIC,
-    coordinator_partition_dir,
     parse_partition_dir,
     partition_count_file,
     partition_dir,
