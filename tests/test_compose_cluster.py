@@ -54,6 +54,8 @@ def test_every_node_command_is_a_cluster_node_with_reachable_listeners(compose: 
         specs = {spec.name: spec for spec in parse_listeners(config)}
         assert set(specs) == {"INTERNAL", "EXTERNAL"}
         assert config["inter.broker.listener.name"] == "INTERNAL" and specs["INTERNAL"].protocol == "PLAINTEXT"
+        # replicated: a dead node's partitions fail over (offsets.topic.replication.factor is 3 by default)
+        assert config["default.replication.factor"] == 3 and config["offsets.topic.replication.factor"] == 3
         advertised = dict(item.split("://") for item in config["advertised.listeners"].split(","))
         assert advertised["INTERNAL"] == f"{name}:9092"
         external_port = advertised["EXTERNAL"].rsplit(":", 1)[1]

@@ -8,13 +8,13 @@ node advertises its published EXTERNAL listener): a producer writes to a topic s
 the three nodes, and three consumer groups, one coordinated by each node, consume and
 commit.
 
-Then node 3's container is killed. With one replica per partition (replication comes
-later, docs/cluster.md), what it led is offline once its lease ends; the operator moves
-those partitions to the live nodes with ``kcoord cluster reassign --unclean`` run in a
-node's container, and the group that node 3 coordinated moves with its partition: the
-producer and all three groups continue. Node 3's container is started again: it rejoins
-with its volume, and the controller moves partitions back to it (copying their logs), the
-clients continuing through that too. Everything is torn down at the end, volumes included.
+Every partition has three replicas. Then node 3's container is killed: once its lease
+ends, the controller makes an in-sync replica on node 1 or 2 the leader of every partition
+node 3 led, with no operator action, and the group node 3 coordinated moves with its
+``__consumer_offsets`` partition: the producer and all three groups continue. Node 3's
+container is started again: it rejoins with its volume, catches up, re-enters the ISR and
+leads its preferred partitions again, the clients continuing through that too. Everything
+is torn down at the end, volumes included.
 """
 
 from __future__ import annotations
@@ -139,7 +139,6 @@ class ClusterRun:
     #: per phase: the acknowledged records per partition and the commits per group during it
     acked: dict[str, dict[int, int]] = field(default_factory=dict)
     commits: dict[str, dict[str, int]] = field(default_factory=dict)
-    moved_by_operator: list[str] = field(default_factory=list)
     killed_exit: str = ""
     errors: list[str] = field(default_factory=list)
     leftovers: dict[str, list[str]] = field(default_factory=dict)
@@ -208,7 +207,7 @@ def _scenario(project: Project, run: ClusterRun, bootstrap: str) -> None:
                                        STEP_TIMEOUT, "three nodes registered, every partition led")
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
     admin.close()
     run.statuses["topic"] = wait_for(
         lambda: (s := _status(project)) and _settled(s, {1, 2, 3}) and len(_leaders(s, TOPIC)) == PARTITIONS and s,
@@ -226,15 +225,10 @@ def _scenario(project: Project, run: ClusterRun, bootstrap: str) -> None:
         run.killed_exit = project.state("kcoord-3")
         run.statuses["killed"] = wait_for(lambda: (s := _status(project)) and [n["id"] for n in s["nodes"]] == [1, 2]
                                           and s, STEP_TIMEOUT, "node 3's lease ended")
-        offline = [row for row in run.statuses["killed"]["partitions"] if row["leader"] < 0]
-        for i, row in enumerate(offline):
-            spec = f"{row['topic']}:{row['partition']}"
-            project.exec("kcoord-1", ["kcoord", "cluster", "reassign", spec, "--to", str(1 + i % 2), "--unclean",
-                                      "--etcd", ETCD])
-            run.moved_by_operator.append(spec)
-        run.statuses["reassigned"] = wait_for(lambda: (s := _status(project)) and _settled(s, {1, 2}, balanced=False) and s,
-                                              STEP_TIMEOUT, "every partition led by nodes 1 and 2")
-        _phase(run, "node 3 killed, its partitions reassigned", producer, groups, 3)
+        run.statuses["failed over"] = wait_for(
+            lambda: (s := _status(project)) and _settled(s, {1, 2}, balanced=False) and s,
+            STEP_TIMEOUT, "every partition led by nodes 1 and 2")
+        _phase(run, "node 3 killed, its partitions failed over", producer, groups, 3)
 
         project.engine.cli("start", project.container("kcoord-3"))
         project.wait_healthy("kcoord-3")
@@ -289,22 +283,20 @@ def test_clients_from_one_bootstrap_address_write_and_commit_on_every_node(clust
     assert all(count > 0 for count in cluster_run.commits["three nodes"].values())
 
 
-def test_a_killed_node_leaves_and_its_partitions_move_to_the_live_nodes(cluster_run: ClusterRun) -> None:
+def test_a_killed_node_leaves_and_its_partitions_fail_over_to_the_live_nodes(cluster_run: ClusterRun) -> None:
     assert cluster_run.killed_exit in ("exited", "stopped")
-    killed = cluster_run.statuses["killed"]
     before = cluster_run.statuses["topic"]
-    lost = {f"{row['topic']}:{row['partition']}" for row in before["partitions"] if row["leader"] == 3}
-    assert set(cluster_run.moved_by_operator) == lost
-    assert {f"{row['topic']}:{row['partition']}" for row in killed["partitions"] if row["leader"] < 0} == lost
-    reassigned = cluster_run.statuses["reassigned"]
-    assert {row["leader"] for row in reassigned["partitions"]} == {1, 2}
-    # the group node 3 coordinated moved with its __consumer_offsets partition
+    assert all(len(row["replicas"]) == 3 for row in before["partitions"]), "every partition has three replicas"
+    failed_over = cluster_run.statuses["failed over"]
+    assert {row["leader"] for row in failed_over["partitions"]} == {1, 2}
+    # the group node 3 coordinated moved with its __consumer_offsets partition, by itself
     moved_group = partition_for(cluster_run.groups[3], OFFSETS_PARTITIONS)
-    assert _leaders(reassigned, "__consumer_offsets")[moved_group] in (1, 2)
+    assert _leaders(before, "__consumer_offsets")[moved_group] == 3
+    assert _leaders(failed_over, "__consumer_offsets")[moved_group] in (1, 2)
 
 
-def test_the_producer_and_every_group_continue_after_the_move(cluster_run: ClusterRun) -> None:
-    phase = "node 3 killed, its partitions reassigned"
+def test_the_producer_and_every_group_continue_after_the_failover(cluster_run: ClusterRun) -> None:
+    phase = "node 3 killed, its partitions failed over"
     assert all(count > 0 for count in cluster_run.acked[phase].values())
     assert all(count > 0 for count in cluster_run.commits[phase].values())
 
