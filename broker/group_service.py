@@ -30,6 +30,7 @@ from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode_all as encode_records
 from broker.coordinator.requests import ClientInfo, Result
 from broker.coordinator.snapshot import payload as coordinator_snapshot_payload
+from broker.deadlines import DeadlineTask
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.replication import AllSettled, Replication
 from broker.slots import Slot
@@ -136,8 +137,8 @@ class GroupService:
         #: A cluster node's partition replication (None: one node, one replica).
         self.replication: Replication | None = None
         self._next_ticket = 0
-        self._timers_changed = trio.Event()
-        self._sleeping_until: int | None = None
+        self.timers = DeadlineTask(lambda: self.coordinator.next_deadline(),
+                                   lambda now: self.apply(self.coordinator.on_time(now)), lambda: self.clock())
         # Metrics (read by broker.metrics at scrape time).
         self.records_appended = 0
         self.batches_appended = 0
@@ -294,9 +295,7 @@ class GroupService:
                 self._when_durable(needed, slot, reply_result)
         # Wake the timer task only if the earliest deadline moved earlier than what it
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
-        deadline = self.coordinator.next_deadline()
-        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
-            self._timers_changed.set()
+        self.timers.moved()
 
     def _reply_frame(self, slot: Slot, binding: Binding, result: Result) -> bytes:
         """The reply's frame; for the APIs whose results repeat, the body is encoded once.
@@ -518,7 +517,7 @@ class GroupService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.commit.run)
-            nursery.start_soon(self._timer_loop)
+            nursery.start_soon(self.timers.run)
             nursery.start_soon(self._expiry_loop)
             nursery.start_soon(self._snapshot_loop)
             task_status.started()
@@ -528,22 +527,6 @@ class GroupService:
         while True:
             await trio.sleep(self.expiry_interval_ms / 1000)
             self.apply(self.coordinator.expire_offsets(self.clock()))
-
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.coordinator.next_deadline()
-            self._timers_changed = trio.Event()
-            self._sleeping_until = deadline
-            if deadline is None:
-                await self._timers_changed.wait()
-                continue
-            delay = (deadline - self.clock()) / 1000
-            if delay > 0:
-                with trio.move_on_after(delay):
-                    await self._timers_changed.wait()
-                    continue
-            self._sleeping_until = None
-            self.apply(self.coordinator.on_time(self.clock()))
 
     async def close(self) -> None:
         """Make everything durable, write the snapshot, close the log (after connections have drained)."""

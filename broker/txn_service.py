@@ -27,6 +27,7 @@ import trio
 from broker.coordinator.api import BINDINGS as GROUP_BINDINGS
 from broker.coordinator.api import error_result as group_error_result
 from broker.data_service import DataService
+from broker.deadlines import DeadlineTask
 from broker.group_service import GroupService
 from broker.handlers.groups import client_info
 from broker.metrics import Family, counter, gauge
@@ -92,8 +93,8 @@ class TransactionService:
         self.commit = GroupCommit(txn_log, durable=durable, on_failure=self._sync_failed, name=TRANSACTION_TOPIC)
         self._tickets: dict[int, tuple[Slot, Binding]] = {}
         self._next_ticket = 0
-        self._timers_changed = trio.Event()
-        self._sleeping_until: int | None = None
+        self.timers = DeadlineTask(lambda: self.coordinator.next_deadline(),
+                                   lambda now: self.apply(self.coordinator.on_time(now)), lambda: self.clock())
         self._nursery: trio.Nursery | None = None
         self._pending_markers: list[MarkerRequest] = []
         #: (transactional id, partition) -> the append that added the partition to its open
@@ -250,9 +251,7 @@ class TransactionService:
         if len(self._added_at) > 64 + 4 * len(self.coordinator.transactions):
             durable = self.log.durable_seq
             self._added_at = {k: s for k, s in self._added_at.items() if s > durable}
-        deadline = self.coordinator.next_deadline()
-        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
-            self._timers_changed.set()
+        self.timers.moved()
 
     def _note_partitions(self, record: TransactionRecord, seq: int) -> None:
         """Remember which append added each partition of an Ongoing transaction."""
@@ -372,25 +371,9 @@ class TransactionService:
             needed = self.log.written_seq
             for job in pending:
                 self._start_markers(job, needed)
-            nursery.start_soon(self._timer_loop)
+            nursery.start_soon(self.timers.run)
             nursery.start_soon(self._expiry_loop)
             task_status.started()
-
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.coordinator.next_deadline()
-            self._timers_changed = trio.Event()
-            self._sleeping_until = deadline
-            if deadline is None:
-                await self._timers_changed.wait()
-                continue
-            delay = (deadline - self.clock()) / 1000
-            if delay > 0:
-                with trio.move_on_after(delay):
-                    await self._timers_changed.wait()
-                    continue
-            self._sleeping_until = None
-            self.apply(self.coordinator.on_time(self.clock()))
 
     async def _expiry_loop(self) -> None:
         while True:

@@ -1,0 +1,46 @@
+"""The task that runs a sans-IO coordinator's timers: it sleeps until the earliest deadline
+the coordinator reports and wakes early only when an earlier one appears."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+
+class DeadlineTask:
+    """``fire(now)`` at each deadline ``next_deadline()`` reports (milliseconds of ``clock``).
+
+    After every change to the coordinator, ``moved()`` wakes the task if the earliest
+    deadline is now earlier than what it sleeps until; a later one (a heartbeat pushing a
+    session deadline out) needs no wake-up.
+    """
+
+    def __init__(self, next_deadline: Callable[[], int | None], fire: Callable[[int], None],
+                 clock: Callable[[], int]) -> None:
+        self.next_deadline = next_deadline
+        self.fire = fire
+        self.clock = clock
+        self._changed = trio.Event()
+        self._sleeping_until: int | None = None
+
+    def moved(self) -> None:
+        deadline = self.next_deadline()
+        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
+            self._changed.set()
+
+    async def run(self) -> None:
+        while True:
+            deadline = self.next_deadline()
+            self._changed = trio.Event()
+            self._sleeping_until = deadline
+            if deadline is None:
+                await self._changed.wait()
+                continue
+            delay = (deadline - self.clock()) / 1000
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._changed.wait()
+                    continue
+            self._sleeping_until = None
+            self.fire(self.clock())
