@@ -65,12 +65,14 @@ def test_find_coordinator_batched_v4(broker: BrokerProcess) -> None:
     ]
 
 
-def test_find_coordinator_for_transactions_is_a_clear_error(broker: BrokerProcess) -> None:
+def test_find_coordinator_for_a_transactional_id_names_this_broker(broker: BrokerProcess) -> None:
+    """A single broker is the transaction coordinator of every transactional id (docs/transactions.md)."""
     with WireClient(broker.host, broker.port) as client:
         body = client.request(10, 3, {"key": "txn-1", "key_type": 1})
-    assert body.error_code == ErrorCode.INVALID_REQUEST
-    assert "transactions" in body.error_message
-    assert (body.node_id, body.host, body.port) == (-1, "", -1)
+        unknown = client.request(10, 3, {"key": "k", "key_type": 7})
+    assert body.error_code == ErrorCode.NONE
+    assert (body.node_id, body.port) == (0, broker.port)
+    assert unknown.error_code == ErrorCode.INVALID_REQUEST and "key type" in unknown.error_message
 
 
 def _topic(name: str, version: int) -> dict[str, object]:
