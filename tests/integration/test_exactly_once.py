@@ -102,8 +102,6 @@ def test_python_clients_consume_transform_produce_survives_kill_9(tmp_path: Path
         broker.stop()
 
 
-@pytest.mark.xfail(strict=False, reason="known intermittent stall of the next instance after about 20 commits "
-                   "(docs/transactions.md, Known issue); the outcome is reported either way")
 def test_an_application_killed_mid_transaction_is_fenced_by_its_next_instance(tmp_path: Path) -> None:
     """kill -9 of the client: its open transaction is aborted when the next instance (same
     transactional id, same static group member) starts, which resumes from the committed offsets."""

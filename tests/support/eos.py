@@ -268,6 +268,12 @@ class ConfluentApp(threading.Thread):
         if len(assignment) != len(self.ends):
             return False
         positions = {tp.partition: tp.offset for tp in consumer.position(assignment)}
+        unread = [tp for tp in assignment if positions.get(tp.partition, -1) < 0]
+        if unread:
+            # librdkafka has no position for a partition this instance has read nothing from
+            # (a previous instance may have finished it): its committed offset says where it is.
+            for tp in self._retry(lambda: consumer.committed(unread, self.op_timeout), "committed"):
+                positions[tp.partition] = tp.offset
         return all(positions.get(p, -1) >= end for p, end in self.ends.items()) and self.progress.commits > 0
 
 
