@@ -23,6 +23,13 @@ class DeadlineTask:
         self.clock = clock
         self._changed = trio.Event()
         self._sleeping_until: int | None = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Fire nothing more: the service is closing its log, and a timer's records
+        (a session expiring during shutdown) would have nowhere to go."""
+        self.stopped = True
+        self._changed.set()
 
     def moved(self) -> None:
         deadline = self.next_deadline()
@@ -30,7 +37,7 @@ class DeadlineTask:
             self._changed.set()
 
     async def run(self) -> None:
-        while True:
+        while not self.stopped:
             deadline = self.next_deadline()
             self._changed = trio.Event()
             self._sleeping_until = deadline
@@ -43,4 +50,6 @@ class DeadlineTask:
                     await self._changed.wait()
                     continue
             self._sleeping_until = None
+            if self.stopped:
+                return
             self.fire(self.clock())

@@ -524,12 +524,18 @@ class GroupService:
 
     async def _expiry_loop(self) -> None:
         """Kafka's offsets.retention.check.interval.ms cleanup task."""
-        while True:
+        while not self.timers.stopped:
             await trio.sleep(self.expiry_interval_ms / 1000)
+            if self.timers.stopped:
+                return
             self.apply(self.coordinator.expire_offsets(self.clock()))
 
     async def close(self) -> None:
-        """Make everything durable, write the snapshot, close the log (after connections have drained)."""
+        """Make everything durable, write the snapshot, close the log (after connections have drained).
+
+        The timers stop first: nothing may change the state between the snapshot and the close.
+        """
+        self.timers.stop()
         if self.durable:
             await self.commit.sync_now()
         if self._snapshotting is not None:  # one being written by the snapshot task: let it finish
@@ -544,6 +550,8 @@ class GroupService:
         """Write a snapshot once enough was appended, or some was and the last one is getting old."""
         while True:
             await trio.sleep(SNAPSHOT_CHECK_S)  # first, so start-up serves before it writes one
+            if self.timers.stopped:  # closing: close() writes the last one
+                return
             grown = self._records_since_snapshot
             age = time.monotonic() - self._snapshot_written_at
             if grown >= SNAPSHOT_AFTER_RECORDS or (grown and age >= SNAPSHOT_MAX_AGE_S):

@@ -382,6 +382,7 @@ class TransactionService:
 
     async def close(self) -> None:
         """Make everything durable and close the log (after connections have drained)."""
+        self.timers.stop()
         if self.durable and not self.stopped:
             await self.commit.sync_now()
         self.log.close()
