@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 import tracemalloc
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,3 +70,77 @@ def test_footprint_is_under_the_classic_64_bytes_per_offset() -> None:
     finally:
         tracemalloc.stop()
     assert per_offset < 64, per_offset
+
+
+# ---------------------------------------------------------------------- the snapshot's offsets section
+
+
+def _restored(store: OffsetStore, groups_per_part: int = 2) -> OffsetStore:
+    section = b"".join(b"".join(part) for part in store.dump(groups_per_part))
+    restored = OffsetStore()
+    assert restored.restore(memoryview(section)) == len(section)
+    return restored
+
+
+def _model_of(store: OffsetStore) -> dict[tuple[str, str, int], OffsetValue]:
+    return {(g, t, p): v for g, items in store.snapshot().items() for (t, p), v in items.items()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, ops, st.integers(1, 3))
+def test_a_restored_store_is_the_dumped_one_before_and_after_use(
+        before: list[tuple[bool, tuple[str, str, int], OffsetValue]],
+        after: list[tuple[bool, tuple[str, str, int], OffsetValue]], groups_per_part: int) -> None:
+    """Groups stay in the loaded columns until first used; the store answers the same either way,
+    and dumping a store with groups still in the columns writes them as they were."""
+    live = OffsetStore()
+    for is_put, key, value in before:
+        if is_put:
+            live.put(*key, value)
+        else:
+            live.delete(*key)
+    restored = _restored(live, groups_per_part)
+    assert restored.count() == live.count()
+    assert set(restored.group_ids()) == set(live.group_ids())
+    assert _restored(restored, groups_per_part).snapshot() == live.snapshot(), "untouched groups copied across"
+    for is_put, key, value in after:
+        if is_put:
+            live.put(*key, value)
+            restored.put(*key, value)
+        else:
+            assert restored.delete(*key) == live.delete(*key)
+        assert restored.get(*key) == live.get(*key)
+        assert restored.offset_of(*key) == live.offset_of(*key)
+    assert restored.count() == live.count()
+    assert sorted(restored.partitions_of("g1")) == sorted(live.partitions_of("g1"))
+    assert _restored(restored, groups_per_part).snapshot() == live.snapshot()
+    assert _model_of(restored) == _model_of(live)
+
+
+def test_a_restored_store_frees_its_columns_once_most_groups_are_used() -> None:
+    live = OffsetStore()
+    for g in range(10):
+        for p in range(4):
+            live.put(f"g{g}", "t", p, OffsetValue(p, -1, "m" if p == 1 else "", 5, 7 if p == 2 else -1))
+    restored = _restored(live, groups_per_part=3)
+    assert restored._columns is not None
+    for g in range(6):  # past half of the columns' slots: the rest is taken out too
+        assert restored.get(f"g{g}", "t", 1) == live.get(f"g{g}", "t", 1)
+    assert restored._columns is None
+    assert restored.snapshot() == live.snapshot()
+
+
+def test_a_damaged_offsets_section_is_refused() -> None:
+    live = OffsetStore()
+    live.put("g", "t", 3, OffsetValue(1, -1, "", 5, -1))
+    live.put("h", "t", 0, OffsetValue(1, -1, "", 5, -1))
+    section = b"".join(b"".join(part) for part in live.dump())
+    for size in range(len(section) - 1):  # every cut
+        try:
+            OffsetStore().restore(memoryview(section[:size]))
+        except (ValueError, struct.error, UnicodeDecodeError):
+            continue
+        raise AssertionError(f"a section cut at {size} bytes was taken")
+    twice = section.replace(b"gh", b"gg")  # the names are one run of UTF-8: two groups of the same name
+    with pytest.raises(ValueError, match="same name"):
+        OffsetStore().restore(memoryview(twice))
