@@ -28,6 +28,7 @@ import operator
 import struct
 import sys
 from array import array
+from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, chain
 
@@ -89,12 +90,18 @@ def decode_meta(data: bytes | bytearray | memoryview) -> tuple[dict[int, str] | 
 
 
 class Columns:
-    """Every group's offsets as the snapshot held them: one array per column for the whole store."""
+    """Every group's offsets as the snapshot held them.
 
-    __slots__ = ("counts", "epochs", "group_ends", "meta", "meta_ends", "slot_ends", "topic_ends", "topics",
-                 "values")
+    The per-group and per-entry columns are one array each for the whole store. The
+    values and leader epochs, nearly all of the bytes, are not copied at all: they stay
+    views of the snapshot's bytes, one per chunk, and a group's slices are copied out of
+    them when it is taken out (``entries``).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("chunk_epochs", "chunk_slots", "chunk_values", "counts", "group_ends", "meta", "meta_ends",
+                 "slot_ends", "slots", "swap", "topic_ends", "topics")
+
+    def __init__(self, swap: bool = False) -> None:
         # Each *_ends column starts with a 0, so item i spans ends[i] to ends[i + 1].
         self.group_ends = array("Q", [0])  # entries of each group
         self.topic_ends = array("Q", [0])  # bytes of ``topics`` of each entry
@@ -103,8 +110,11 @@ class Columns:
         self.counts = array("I")  # committed offsets of each entry
         self.topics = bytearray()
         self.meta = bytearray()
-        self.values = array("q")  # offset and commit timestamp of slot s at 2s and 2s + 1
-        self.epochs = array("i")  # leader epoch of each slot
+        self.slots = 0
+        self.chunk_slots: list[int] = []  # first slot of each chunk
+        self.chunk_values: list[memoryview] = []  # offset and commit timestamp of each slot (16 bytes)
+        self.chunk_epochs: list[memoryview] = []  # leader epoch of each slot (4 bytes)
+        self.swap = swap  # the values and epochs are of the other byte order
 
     @property
     def group_count(self) -> int:
@@ -114,8 +124,12 @@ class Columns:
         slot_ends, group_ends = self.slot_ends, self.group_ends
         return slot_ends[group_ends[group + 1]] - slot_ends[group_ends[group]]
 
-    def group_offsets(self, group: int) -> int:
-        return sum(self.counts[self.group_ends[group] : self.group_ends[group + 1]])
+    def slot_bytes(self, first: int, end: int) -> tuple[memoryview, memoryview]:
+        """The values and epochs of slots ``first`` to ``end``, which lie in one chunk."""
+        chunk = bisect_right(self.chunk_slots, first) - 1
+        start = first - self.chunk_slots[chunk]
+        stop = start + end - first
+        return self.chunk_values[chunk][16 * start : 16 * stop], self.chunk_epochs[chunk][4 * start : 4 * stop]
 
     def entries(self, group: int, topic_names: dict[str, str]) -> list[EntryImage]:
         """A group's entries, copied out of the columns (``topic_names`` shares topic strings)."""
@@ -123,10 +137,15 @@ class Columns:
         topic_ends, slot_ends, meta_ends = self.topic_ends, self.slot_ends, self.meta_ends
         for entry in range(self.group_ends[group], self.group_ends[group + 1]):
             topic = str(self.topics[topic_ends[entry] : topic_ends[entry + 1]], "utf-8")
-            first, end = slot_ends[entry], slot_ends[entry + 1]
+            raw_values, raw_epochs = self.slot_bytes(slot_ends[entry], slot_ends[entry + 1])
+            values, epochs = array("q"), array("i")
+            values.frombytes(raw_values)
+            epochs.frombytes(raw_epochs)
+            if self.swap:
+                values.byteswap()
+                epochs.byteswap()
             metadata, expire = decode_meta(self.meta[meta_ends[entry] : meta_ends[entry + 1]])
-            out.append((topic_names.setdefault(topic, topic), self.counts[entry], self.values[2 * first : 2 * end],
-                        self.epochs[first:end], metadata, expire))
+            out.append((topic_names.setdefault(topic, topic), self.counts[entry], values, epochs, metadata, expire))
         return out
 
     def _check(self, names: Sequence[str], groups: int) -> None:
@@ -143,8 +162,7 @@ class Columns:
         for ends, total in ((self.topic_ends, len(self.topics)), (self.meta_ends, len(self.meta))):
             if len(ends) != entries + 1 or not all(map(le, ends, ends[1:])) or ends[-1] != total:
                 raise ValueError("entry columns of the offsets section do not agree")
-        if len(slot_ends) != entries + 1 or slot_ends[-1] != len(self.epochs) or 2 * len(self.epochs) != len(
-                self.values):
+        if len(slot_ends) != entries + 1 or slot_ends[-1] != self.slots:
             raise ValueError("slot columns of the offsets section do not agree")
         if entries:
             sizes = array("Q", map(sub, slot_ends[1:], slot_ends))
@@ -152,8 +170,7 @@ class Columns:
                 raise ValueError("entry sizes of the offsets section are out of range")
 
     def _swap(self) -> None:
-        for column in (self.group_ends, self.topic_ends, self.slot_ends, self.meta_ends, self.counts, self.values,
-                       self.epochs):
+        for column in (self.group_ends, self.topic_ends, self.slot_ends, self.meta_ends, self.counts):
             column.byteswap()  # the leading 0s stay 0
 
 
@@ -162,14 +179,14 @@ def load(data: memoryview, pos: int) -> tuple[Columns, dict[str, int], int]:
 
     Raises ``ValueError`` (or ``struct.error``, ``UnicodeDecodeError``) when the bytes are not
     such a section; the snapshot's checksum was checked before. No step here is per offset
-    or per group in Python: columns are appended whole, names sliced by ``map``.
+    or per group in Python: small columns are appended whole, names sliced by ``map``, and
+    the values and epochs stay where they are in ``data`` (which the columns keep alive).
     """
     (order,) = SECTION_ORDER.unpack_from(data, pos)
     if order not in (1, 2):
         raise ValueError(f"offsets section of byte order {order}")
     pos += SECTION_ORDER.size
-    swap = order != NATIVE_ORDER
-    columns = Columns()
+    columns = Columns(swap=order != NATIVE_ORDER)
     names: list[str] = []
     size = len(data)
     while True:
@@ -180,14 +197,14 @@ def load(data: memoryview, pos: int) -> tuple[Columns, dict[str, int], int]:
                 raise ValueError("damaged end of the offsets section")
             break
         body = names_size + 12 * groups + topics_size + 28 * entries + meta_size + 20 * slots
-        if pos + body > size:
+        if pos + body > size or not entries or not slots:
             raise ValueError("offsets section cut short")
         text = str(data[pos : pos + names_size], "utf-8")
         pos += names_size
         name_ends = array("I")
         name_ends.frombytes(data[pos : pos + 4 * groups])
         pos += 4 * groups
-        if swap:
+        if columns.swap:
             name_ends.byteswap()
         if name_ends[-1] != len(text) or not all(map(operator.le, name_ends, name_ends[1:])):
             raise ValueError("group names of the offsets section do not agree")
@@ -203,15 +220,25 @@ def load(data: memoryview, pos: int) -> tuple[Columns, dict[str, int], int]:
         pos += 4 * entries
         columns.meta += data[pos : pos + meta_size]
         pos += meta_size
-        columns.values.frombytes(data[pos : pos + 16 * slots])
+        columns.chunk_slots.append(columns.slots)
+        columns.slots += slots
+        columns.chunk_values.append(data[pos : pos + 16 * slots])
         pos += 16 * slots
-        columns.epochs.frombytes(data[pos : pos + 4 * slots])
+        columns.chunk_epochs.append(data[pos : pos + 4 * slots])
         pos += 4 * slots
-    if swap:
+        # A chunk's entries end where its slots do, so no group's slots straddle two chunks.
+        last_slot_end = columns.slot_ends[-1]
+        if (last_slot_end if not columns.swap else _swapped(last_slot_end)) != columns.slots:
+            raise ValueError("slot columns of the offsets section do not agree")
+    if columns.swap:
         columns._swap()
     index = dict(zip(names, range(len(names)), strict=True))
     columns._check(names, len(index))
     return columns, index, pos
+
+
+def _swapped(value: int) -> int:
+    return int.from_bytes(value.to_bytes(8, sys.byteorder), "big" if sys.byteorder == "little" else "little")
 
 
 class ChunkWriter:
@@ -283,8 +310,11 @@ class ChunkWriter:
             self._meta.append(bytes(columns.meta[meta_first:meta_end]))
             self._meta_bytes += meta_end - meta_first
         slot_first, slot_end = columns.slot_ends[first], columns.slot_ends[end]
-        self._values.append(columns.values[2 * slot_first : 2 * slot_end].tobytes())
-        self._epochs.append(columns.epochs[slot_first:slot_end].tobytes())
+        values, epochs = columns.slot_bytes(slot_first, slot_end)
+        if columns.swap:  # written in this machine's order, as the header says
+            values, epochs = _native(values, "q"), _native(epochs, "i")
+        self._values.append(bytes(values))
+        self._epochs.append(bytes(epochs))
         self._slots += slot_end - slot_first
         self._chunk_slots += slot_end - slot_first
         self._counts.extend(columns.counts[first:end])
@@ -310,3 +340,10 @@ class ChunkWriter:
     def end() -> bytes:
         """What ends the section: a chunk of no groups."""
         return _CHUNK.pack(0, 0, 0, 0, 0, 0)
+
+
+def _native(data: memoryview, code: str) -> memoryview:
+    column = array(code)
+    column.frombytes(data)
+    column.byteswap()
+    return memoryview(column).cast("B")

@@ -163,7 +163,7 @@ class OffsetStore:
         self._columns_slots -= columns.group_slots(index)
         if not self._columns_groups:
             self._columns = None
-        elif free_when_mostly_copied and self._columns_slots * 2 < len(columns.epochs):
+        elif free_when_mostly_copied and self._columns_slots * 2 < columns.slots:
             # Most of the columns are copies now: take the rest out too and free them, so
             # memory stays within what the store holds (once, as a store's use spreads).
             for other, entry_or_index in list(self._groups.items()):
@@ -320,7 +320,7 @@ class OffsetStore:
             self._columns = columns
             self._columns_groups = len(index)
             self._columns_offsets = sum(columns.counts)
-            self._columns_slots = len(columns.epochs)
+            self._columns_slots = columns.slots
         return end
 
 
