@@ -32,7 +32,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, chain
 
-__all__ = ["MAX_PARTITION", "ChunkWriter", "Columns", "EntryImage", "load"]
+__all__ = ["MAX_PARTITION", "ChunkWriter", "Columns", "EntryImage", "load_columns"]
 
 #: The byte order of the section's columns: the writer's, swapped at load on the other kind.
 SECTION_ORDER = struct.Struct("<B")
@@ -174,7 +174,7 @@ class Columns:
             column.byteswap()  # the leading 0s stay 0
 
 
-def load(data: memoryview, pos: int) -> tuple[Columns, dict[str, int], int]:
+def load_columns(data: memoryview, pos: int) -> tuple[Columns, dict[str, int], int]:
     """The section at ``data[pos:]``: its columns, each group's index by name, and where it ends.
 
     Raises ``ValueError`` (or ``struct.error``, ``UnicodeDecodeError``) when the bytes are not

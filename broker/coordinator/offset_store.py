@@ -21,8 +21,7 @@ from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
-from broker.coordinator import offset_columns
-from broker.coordinator.offset_columns import MAX_PARTITION, ChunkWriter, Columns, EntryImage
+from broker.coordinator.offset_columns import MAX_PARTITION, ChunkWriter, Columns, EntryImage, load_columns
 from protocol.consumer_offsets import OffsetValue
 
 if TYPE_CHECKING:
@@ -314,7 +313,7 @@ class OffsetStore:
         """
         if self._groups:
             raise ValueError("restore into a store that holds offsets")
-        columns, index, end = offset_columns.load(data, pos)
+        columns, index, end = load_columns(data, pos)
         if index:
             self._groups = cast("dict[str, GroupOffsets | int]", index)  # every group still in the columns
             self._columns = columns
