@@ -144,3 +144,40 @@ def test_a_damaged_offsets_section_is_refused() -> None:
     twice = section.replace(b"gh", b"gg")  # the names are one run of UTF-8: two groups of the same name
     with pytest.raises(ValueError, match="same name"):
         OffsetStore().restore(memoryview(twice))
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, ops)
+def test_changes_made_while_a_restored_store_is_dumped_are_covered_by_replaying_them(
+        before: list[tuple[bool, tuple[str, str, int], OffsetValue]],
+        during: list[tuple[bool, tuple[str, str, int], OffsetValue]]) -> None:
+    """As the broker writes a snapshot: a part at a time, the store changing in between (which
+    takes groups out of the columns, and may free them); the changes are records after the
+    snapshot, so loading it and replaying them gives the live store."""
+    def apply(store: OffsetStore, operation: tuple[bool, tuple[str, str, int], OffsetValue]) -> None:
+        is_put, key, value = operation
+        if is_put:
+            store.put(*key, value)
+        else:
+            store.delete(*key)
+
+    live = OffsetStore()
+    for operation in before:
+        apply(live, operation)
+    live = _restored(live)  # groups in the columns
+    pending = list(during)
+    parts = []
+    for part in live.dump(groups_per_part=1):
+        parts.append(b"".join(part))
+        for operation in pending[:3]:
+            apply(live, operation)
+        del pending[:3]
+    for operation in pending:
+        apply(live, operation)
+    loaded = OffsetStore()
+    section = b"".join(parts)
+    assert loaded.restore(memoryview(section)) == len(section)
+    for operation in during:
+        apply(loaded, operation)
+    assert loaded.snapshot() == live.snapshot()
+    assert loaded.count() == live.count()
