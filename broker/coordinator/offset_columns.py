@@ -2,9 +2,11 @@
 
 Start-up must cost what the snapshot's bytes cost, not a Python step per offset or per
 group. So the section is a run of chunks, each a handful of columns (docs/storage.md, "The
-coordinator snapshot"), and loading one chunk is a few ``frombytes`` appends onto store-wide
-arrays plus one decode of its group names. Every position a column holds is already
-store-wide (the writer counts across chunks), so nothing is renumbered at load.
+coordinator snapshot"), and loading one chunk is a few ``frombytes`` appends of its small
+columns onto store-wide arrays, one decode of its group names, and two views of the bytes
+read (its values and epochs, nearly all of the section, are never copied at load). Every
+position a column holds is already store-wide (the writer counts across chunks), so
+nothing is renumbered at load.
 
 What loading builds is ``Columns``: the committed offsets of every group as they were in
 the file, with the group names alone turned into Python strings (the store's dict needs
