@@ -13,8 +13,10 @@ of the log: the snapshot is never the source of truth.
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from broker.coordinator import GroupCoordinatorShard
@@ -26,7 +28,8 @@ from storage.coordinator_log import CoordinatorLog
 from storage.coordinator_snapshot import PartitionMark, SnapshotHeader, SnapshotUnusable, SnapshotWriter
 from storage.layout import COORDINATOR_TOPIC, coordinator_snapshot_file
 
-__all__ = ["Loaded", "LogSyncFailed", "begin_snapshot", "finish_snapshot", "load", "write_snapshot"]
+__all__ = ["Loaded", "LogSyncFailed", "begin_snapshot", "collector_paused", "finish_snapshot", "load",
+           "write_snapshot"]
 
 log = logging.getLogger("kcoord.groups")
 
@@ -56,6 +59,25 @@ class TransactionalRecords:
 
     def marker(self, partition: int, producer_id: int, marker: EndTransactionMarker) -> None:
         self.coordinator.replay_marker(partition, self.partitions, producer_id, marker)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while start-up builds the coordinator's state.
+
+    Loading makes objects that live as long as the broker (an offset-only group each, at
+    least). With the collector on, every few hundred of them it walks the young ones and,
+    as the heap grows, now and then all of them: about two thirds of the time of creating
+    100,000 groups. Reference counting still frees what loading drops; the collector runs
+    again afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def load(coordinator_log: CoordinatorLog, new_shard: Callable[[], GroupCoordinatorShard], delete_retention_ms: int,

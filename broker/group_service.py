@@ -172,10 +172,12 @@ class GroupService:
             return GroupCoordinatorShard(CoordinatorConfig.from_config(config), topics=topics,
                                          group_configs=group_configs)
 
-        if load:
-            loaded = coordinator_load.load(coordinator_log, new_shard, config["delete.retention.ms"], wall_clock_ms())
-        else:
-            loaded = coordinator_load.Loaded(new_shard(), {}, None, 0)
+        with coordinator_load.collector_paused():
+            if load:
+                loaded = coordinator_load.load(coordinator_log, new_shard, config["delete.retention.ms"],
+                                               wall_clock_ms())
+            else:
+                loaded = coordinator_load.Loaded(new_shard(), {}, None, 0)
         coordinator = loaded.shard
         cleaner = None
         if config["log.cleaner.enable"]:
@@ -192,7 +194,8 @@ class GroupService:
         service.snapshots = load
         # With no snapshot loaded there is none that fits the log: write one soon.
         service._records_since_snapshot = loaded.replayed + (loaded.snapshot is None)
-        service.apply(coordinator.finish_load(service.clock()))
+        with coordinator_load.collector_paused():
+            service.apply(coordinator.finish_load(service.clock()))
         if loaded.snapshot is None:
             log.info("loaded %d coordinator records: %d groups in %.2fs", loaded.replayed, len(coordinator.groups),
                      time.monotonic() - started)

@@ -43,7 +43,7 @@ __all__ = ["FORMAT", "PartitionMark", "SnapshotHeader", "SnapshotUnusable", "Sna
 log = logging.getLogger("kcoord.storage")
 
 #: Bumped whenever the layout of this file or of its payload changes: an older one is unusable.
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"KCOSNAP" + bytes((FORMAT,))
 _HEAD = struct.Struct("<8sIq")
 _MARK = struct.Struct("<qqI")

@@ -9,26 +9,27 @@ small side dicts only when present. A group with one topic (the usual case) maps
 to that topic's ``TopicOffsets``; only a group with several topics has a dict of them.
 ``OffsetValue`` objects are built on the way out, never stored.
 
-``dump`` writes the store as the snapshot's offsets section (``storage.
-coordinator_snapshot``): per topic the two arrays as they are in memory, so ``load`` builds
-each one with a single ``frombytes``.
+``dump`` writes the store as the snapshot's offsets section and ``restore`` adopts one
+(``offset_columns``): loading keeps the section's columns whole and leaves each group
+there until it is first used, so start-up costs the snapshot's bytes, not a Python step
+per offset. A group still in the columns is an ``int`` in ``_groups`` (its index there).
 """
 
 from __future__ import annotations
 
-import struct
-import sys
 from array import array
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from broker.coordinator.offset_columns import MAX_PARTITION, ChunkWriter, Columns, EntryImage, load_columns
 from protocol.consumer_offsets import OffsetValue
 
 if TYPE_CHECKING:
     from broker.coordinator.records import OffsetCommitRecord
 
+__all__ = ["MAX_PARTITION", "OffsetStore", "TopicOffsets"]
+
 _ABSENT = -(2**63)  # commit timestamp of a partition with no committed offset
-MAX_PARTITION = 1 << 20  # a guard against a hostile partition number inflating the arrays
 
 
 class TopicOffsets:
@@ -127,13 +128,50 @@ def _topics(entry: GroupOffsets) -> Iterator[TopicOffsets]:
 class OffsetStore:
     """The latest committed offset per group/topic/partition (what replay of the log yields)."""
 
-    __slots__ = ("_groups",)
+    __slots__ = ("_columns", "_columns_groups", "_columns_offsets", "_columns_slots", "_groups", "_topic_names")
 
     def __init__(self) -> None:
-        self._groups: dict[str, GroupOffsets] = {}
+        #: A group's offsets, or (a group not used since ``restore``) its index in ``_columns``.
+        self._groups: dict[str, GroupOffsets | int] = {}
+        self._columns: Columns | None = None
+        self._columns_groups = 0  # groups still only in the columns
+        self._columns_offsets = 0  # their committed offsets
+        self._columns_slots = 0  # their slots: what the columns hold that is still used
+        self._topic_names: dict[str, str] = {}  # one str per topic name taken out of the columns
+
+    def _entry(self, group: str) -> GroupOffsets | None:
+        entry = self._groups.get(group)
+        if isinstance(entry, int):
+            return self._take_out(group, entry)
+        return entry
+
+    def _take_out(self, group: str, index: int, free_when_mostly_copied: bool = True) -> GroupOffsets:
+        """A group's first use since ``restore``: its slices of the columns become its own arrays."""
+        columns = self._columns
+        assert columns is not None
+        found: list[TopicOffsets] = []
+        for topic, count, values, epochs, metadata, expire in columns.entries(index, self._topic_names):
+            offsets = TopicOffsets.__new__(TopicOffsets)
+            offsets.topic, offsets.count, offsets.values, offsets.epochs = topic, count, values, epochs
+            offsets.metadata, offsets.expire_ts = metadata, expire
+            found.append(offsets)
+        entry: GroupOffsets = found[0] if len(found) == 1 else {offsets.topic: offsets for offsets in found}
+        self._groups[group] = entry
+        self._columns_groups -= 1
+        self._columns_offsets -= sum(offsets.count for offsets in found)
+        self._columns_slots -= columns.group_slots(index)
+        if not self._columns_groups:
+            self._columns = None
+        elif free_when_mostly_copied and self._columns_slots * 2 < columns.slots:
+            # Most of the columns are copies now: take the rest out too and free them, so
+            # memory stays within what the store holds (once, as a store's use spreads).
+            for other, entry_or_index in list(self._groups.items()):
+                if isinstance(entry_or_index, int):
+                    self._take_out(other, entry_or_index, free_when_mostly_copied=False)
+        return entry
 
     def _find(self, group: str, topic: str) -> TopicOffsets | None:
-        entry = self._groups.get(group)
+        entry = self._entry(group)
         if entry is None:
             return None
         if isinstance(entry, TopicOffsets):
@@ -142,7 +180,7 @@ class OffsetStore:
 
     def put(self, group: str, topic: str, partition: int, value: OffsetValue) -> None:
         groups = self._groups
-        entry = groups.get(group)
+        entry = self._entry(group)
         if entry is None:
             offsets = TopicOffsets(topic)
             offsets.put(partition, value)  # raises before anything is stored
@@ -201,7 +239,7 @@ class OffsetStore:
             entry = self._groups[group]
             if isinstance(entry, TopicOffsets):
                 del self._groups[group]
-            else:
+            elif isinstance(entry, dict):
                 del entry[topic]
                 if not entry:
                     del self._groups[group]
@@ -214,13 +252,13 @@ class OffsetStore:
         return list(self._groups)
 
     def partitions_of(self, group: str) -> list[tuple[str, int]]:
-        entry = self._groups.get(group)
+        entry = self._entry(group)
         if entry is None:
             return []
         return [(offsets.topic, p) for offsets in _topics(entry) for p in offsets.partitions()]
 
     def items_of(self, group: str) -> Iterator[tuple[tuple[str, int], OffsetValue]]:
-        entry = self._groups.get(group)
+        entry = self._entry(group)
         if entry is None:
             return
         for offsets in list(_topics(entry)):
@@ -230,128 +268,60 @@ class OffsetStore:
                 yield (offsets.topic, p), value
 
     def count(self) -> int:
-        return sum(offsets.count for entry in self._groups.values() for offsets in _topics(entry))
+        return self._columns_offsets + sum(
+            offsets.count for entry in self._groups.values() if not isinstance(entry, int) for offsets in _topics(entry))
 
     def snapshot(self) -> dict[str, dict[tuple[str, int], OffsetValue]]:
         """A deep copy, for comparing live state with a replay."""
-        return {g: dict(self.items_of(g)) for g in self._groups}
+        return {g: dict(self.items_of(g)) for g in list(self._groups)}
 
     # ------------------------------------------------------------------ the snapshot's offsets section
 
     def dump(self, groups_per_part: int = 1000) -> Iterator[list[bytes]]:
-        """The offsets section, a list of byte strings per ``groups_per_part`` groups.
+        """The offsets section (``offset_columns``), a list of byte strings per ``groups_per_part`` groups.
 
         Between two parts the caller may let the store change (the broker hands the event
         loop back): each group is written as it is when its part is made, and a change made
         meanwhile is a record after the snapshot's covered offsets, replayed again at load.
-
-        One entry per group and topic (a group's topics are consecutive): a fixed header
-        (``_ENTRY``), the group and topic names, the two arrays as they are in memory, then
-        the rare metadata and expire timestamps. An entry with empty names ends the section.
+        A group still in the loaded columns is copied from them as it stands.
         """
-        yield [_ORDER.pack(_NATIVE_ORDER)]
-        entries = list(self._groups.items())
-        for start in range(0, len(entries), groups_per_part):
-            part: list[bytes] = []
-            for group, entry in entries[start : start + groups_per_part]:
-                name = group.encode()
-                for offsets in _topics(entry):
-                    if not offsets.count:
-                        continue  # deleted since the dump began
-                    topic = offsets.topic.encode()
-                    metadata = offsets.metadata or {}
-                    expire = offsets.expire_ts or {}
-                    part += (_ENTRY.pack(len(name), len(topic), len(offsets.epochs), offsets.count, len(metadata),
-                                         len(expire)),
-                             name, topic, offsets.values.tobytes(), offsets.epochs.tobytes())
-                    for p, text in metadata.items():
-                        raw = text.encode()
-                        part += (_METADATA.pack(p, len(raw)), raw)
-                    part += [_EXPIRE.pack(p, ts) for p, ts in expire.items()]
-            yield part
-        yield [_ENTRY.pack(0, 0, 0, 0, 0, 0)]
+        writer = ChunkWriter()
+        yield [writer.start()]
+        names = list(self._groups)
+        for start in range(0, len(names), groups_per_part):
+            for group in names[start : start + groups_per_part]:
+                entry = self._groups.get(group)
+                if entry is None:
+                    continue  # deleted since the dump began
+                if isinstance(entry, int):
+                    assert self._columns is not None
+                    writer.add_columns(group, self._columns, entry)
+                else:
+                    writer.add_group(group, [_image(offsets) for offsets in _topics(entry)])
+            part = writer.chunk()
+            if part:
+                yield part
+        yield [writer.end()]
 
     def restore(self, data: memoryview, pos: int = 0) -> int:
-        """Fill this empty store with what ``dump`` wrote at ``data[pos:]``; where the section ends.
+        """Adopt the section ``dump`` wrote at ``data[pos:]`` into this empty store; where it ends.
 
         Raises ``ValueError`` (or ``struct.error``, ``UnicodeDecodeError``) if the bytes are
         not such a section; the caller has checked the snapshot's checksum already. This is
-        the start-up path from a snapshot: one header unpack and two ``frombytes`` per entry.
+        the start-up path from a snapshot: the columns are taken whole and every group stays
+        in them until it is first used.
         """
-        groups = self._groups
-        if groups:
+        if self._groups:
             raise ValueError("restore into a store that holds offsets")
-        (order,) = _ORDER.unpack_from(data, pos)
-        pos += _ORDER.size
-        swap = order != _NATIVE_ORDER
-        names: dict[str, str] = {}  # one str per topic name, shared by every group
-        unpack_entry = _ENTRY.unpack_from
-        entry_size = _ENTRY.size
-        new = TopicOffsets.__new__
-        last_group = ""
-        while True:
-            group_length, topic_length, size, present, metadata_count, expire_count = unpack_entry(data, pos)
-            pos += entry_size
-            if not group_length:
-                return pos
-            end = pos + group_length
-            group = str(data[pos:end], "utf-8")
-            pos, end = end, end + topic_length
-            topic = str(data[pos:end], "utf-8")
-            topic = names.setdefault(topic, topic)
-            if not 0 < present <= size <= MAX_PARTITION:
-                raise ValueError(f"bad offsets entry for {group!r}/{topic!r}")
-            offsets = new(TopicOffsets)
-            offsets.topic = topic
-            offsets.count = present
-            offsets.metadata = offsets.expire_ts = None
-            values = offsets.values = array("q")
-            pos, end = end, end + size * 16
-            values.frombytes(data[pos:end])
-            epochs = offsets.epochs = array("i")
-            pos, end = end, end + size * 4
-            epochs.frombytes(data[pos:end])
-            pos = end
-            if len(epochs) != size:
-                raise ValueError("offsets section cut short")
-            if swap:
-                values.byteswap()
-                epochs.byteswap()
-            if metadata_count:
-                metadata = offsets.metadata = {}
-                for _ in range(metadata_count):
-                    partition, length = _METADATA.unpack_from(data, pos)
-                    pos += _METADATA.size
-                    metadata[partition] = str(data[pos : pos + length], "utf-8")
-                    pos += length
-            if expire_count:
-                expire = offsets.expire_ts = {}
-                for _ in range(expire_count):
-                    partition, ts = _EXPIRE.unpack_from(data, pos)
-                    pos += _EXPIRE.size
-                    expire[partition] = ts
-            if group != last_group:
-                if group in groups:
-                    raise ValueError(f"group {group!r} twice in the offsets section")
-                groups[group] = offsets
-                last_group = group
-                continue
-            existing = groups[group]  # another topic of the same group
-            if isinstance(existing, TopicOffsets):
-                if existing.topic == topic:
-                    raise ValueError(f"{group!r}/{topic!r} twice in the offsets section")
-                groups[group] = {existing.topic: existing, topic: offsets}
-            elif topic in existing:
-                raise ValueError(f"{group!r}/{topic!r} twice in the offsets section")
-            else:
-                existing[topic] = offsets
+        columns, index, end = load_columns(data, pos)
+        if index:
+            self._groups = cast("dict[str, GroupOffsets | int]", index)  # every group still in the columns
+            self._columns = columns
+            self._columns_groups = len(index)
+            self._columns_offsets = sum(columns.counts)
+            self._columns_slots = columns.slots
+        return end
 
 
-# The offsets section's framing: little-endian, whatever the machine; the arrays are in the
-# byte order the header names (the writer's), swapped at load on a machine of the other order.
-_ORDER = struct.Struct("<B")
-_NATIVE_ORDER = 1 if sys.byteorder == "little" else 2
-#: group name length, topic name length, array size, offsets present, metadata entries, expire entries
-_ENTRY = struct.Struct("<HHIIII")
-_METADATA = struct.Struct("<II")  # partition, UTF-8 length
-_EXPIRE = struct.Struct("<Iq")  # partition, expire timestamp
+def _image(offsets: TopicOffsets) -> EntryImage:
+    return (offsets.topic, offsets.count, offsets.values, offsets.epochs, offsets.metadata, offsets.expire_ts)

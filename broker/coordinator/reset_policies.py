@@ -137,7 +137,11 @@ class ResetPolicies:
         the new policy at once.
         """
         found: dict[str, list[OffsetCommitRecord]] = {}
-        for group_id in list(self.store.group_ids() if group_ids is None else group_ids):
+        if self.bounds is None:
+            return found
+        # Only groups with ``nearest`` are looked into: listing every partition of every group
+        # would cost a Python step per stored offset at every start-up.
+        for group_id in self.configs.nearest_groups(list(self.store.group_ids() if group_ids is None else group_ids)):
             records = self.out_of_range(group_id, self.store.partitions_of(group_id), now)
             if records:
                 found[group_id] = records

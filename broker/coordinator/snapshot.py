@@ -7,8 +7,9 @@ covered offsets builds, in two sections:
   consumer group), in the order those records stand in the log: what a compacted log
   keeps of them, tombstones aside. Loading replays them through the shard's own
   ``replay_bytes``, so groups load exactly as from the log;
-- the committed offsets as columns (``OffsetStore.dump``), restored straight into the
-  store: that is where a large state is, and where replay record by record is slow.
+- the committed offsets as columns (``OffsetStore.dump``, ``offset_columns``), adopted
+  whole by the store, each group taken out of them on first use: that is where a large
+  state is, and where replay record by record is slow.
 
 The shell keeps the latest group records as it appends them (``records.encode_all``) and
 as it replays them at load (``track_group_record``).

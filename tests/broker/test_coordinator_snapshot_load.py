@@ -10,10 +10,12 @@ either way.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
@@ -43,6 +45,7 @@ from protocol.messages import (
 )
 from protocol.records import EndTransactionMarker
 from storage.coordinator_log import CoordinatorLog
+from storage.coordinator_snapshot import FORMAT
 from storage.layout import coordinator_snapshot_file
 
 START = 1_700_000_000_000
@@ -243,6 +246,42 @@ def test_a_snapshot_with_a_bit_flipped_anywhere_falls_back_to_replay(with_snapsh
         damaged[position] ^= 1 << (position % 8)
         path.write_bytes(bytes(damaged))
         _falls_back(driver, expected)
+
+
+def test_a_snapshot_of_an_older_format_falls_back_to_replay_with_a_log_line(
+        with_snapshot: tuple[Driver, bytes, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """Whole and checksum-correct, but written by a kcoord of another snapshot format."""
+    driver, whole, expected = with_snapshot
+    older = bytearray(whole)
+    older[7] = FORMAT - 1
+    body = bytes(older[:-4])
+    coordinator_snapshot_file(driver.log.data_dir).write_bytes(body + crc32c.crc32c(body).to_bytes(4, "little"))
+    with caplog.at_level(logging.WARNING, logger="kcoord.groups"):
+        _falls_back(driver, expected)
+    assert f"format {FORMAT - 1}, this kcoord reads format {FORMAT}" in caplog.text
+    assert "replaying the whole" in caplog.text
+
+
+def test_groups_loaded_from_a_snapshot_serve_and_change_as_replayed_ones(tmp_path: Path) -> None:
+    """Groups stay in the snapshot's columns until used; used or not, the state is the replay's,
+    and the next snapshot (written with some groups still in the columns) loads the same."""
+    driver = Driver(tmp_path)
+    for group in GROUPS:
+        for topic, partitions in TOPICS.items():
+            for partition in range(partitions):
+                driver.step(("commit", group, topic, partition, 100 + partition, -1))
+    driver.snapshot()
+    result, _ = loaded(driver.log, driver.now)
+    assert result.snapshot is not None
+    driver.shard = result.shard  # the loaded coordinator goes on from here
+    driver.step(("commit", "g1", "a", 2, 7, -1))
+    driver.step(("offset_delete", "g2", "b", 0))
+    assert driver.shard.offsets.get("g0", "b", 1) is not None
+    assert state_of(driver.shard) == replayed(driver.log, driver.now)
+    driver.snapshot()
+    result, state = loaded(driver.log, driver.now)
+    assert result.snapshot is not None and result.replayed == 0
+    assert state == replayed(driver.log, driver.now)
 
 
 def test_an_old_snapshot_falls_back_to_replay(with_snapshot: tuple[Driver, bytes, Any]) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import struct
 import tracemalloc
+from array import array
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,3 +71,157 @@ def test_footprint_is_under_the_classic_64_bytes_per_offset() -> None:
     finally:
         tracemalloc.stop()
     assert per_offset < 64, per_offset
+
+
+# ---------------------------------------------------------------------- the snapshot's offsets section
+
+
+def _restored(store: OffsetStore, groups_per_part: int = 2) -> OffsetStore:
+    section = b"".join(b"".join(part) for part in store.dump(groups_per_part))
+    restored = OffsetStore()
+    assert restored.restore(memoryview(section)) == len(section)
+    return restored
+
+
+def _model_of(store: OffsetStore) -> dict[tuple[str, str, int], OffsetValue]:
+    return {(g, t, p): v for g, items in store.snapshot().items() for (t, p), v in items.items()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, ops, st.integers(1, 3))
+def test_a_restored_store_is_the_dumped_one_before_and_after_use(
+        before: list[tuple[bool, tuple[str, str, int], OffsetValue]],
+        after: list[tuple[bool, tuple[str, str, int], OffsetValue]], groups_per_part: int) -> None:
+    """Groups stay in the loaded columns until first used; the store answers the same either way,
+    and dumping a store with groups still in the columns writes them as they were."""
+    live = OffsetStore()
+    for is_put, key, value in before:
+        if is_put:
+            live.put(*key, value)
+        else:
+            live.delete(*key)
+    restored = _restored(live, groups_per_part)
+    assert restored.count() == live.count()
+    assert set(restored.group_ids()) == set(live.group_ids())
+    assert _restored(restored, groups_per_part).snapshot() == live.snapshot(), "untouched groups copied across"
+    for is_put, key, value in after:
+        if is_put:
+            live.put(*key, value)
+            restored.put(*key, value)
+        else:
+            assert restored.delete(*key) == live.delete(*key)
+        assert restored.get(*key) == live.get(*key)
+        assert restored.offset_of(*key) == live.offset_of(*key)
+    assert restored.count() == live.count()
+    assert sorted(restored.partitions_of("g1")) == sorted(live.partitions_of("g1"))
+    assert _restored(restored, groups_per_part).snapshot() == live.snapshot()
+    assert _model_of(restored) == _model_of(live)
+
+
+def test_a_restored_store_frees_its_columns_once_most_groups_are_used() -> None:
+    live = OffsetStore()
+    for g in range(10):
+        for p in range(4):
+            live.put(f"g{g}", "t", p, OffsetValue(p, -1, "m" if p == 1 else "", 5, 7 if p == 2 else -1))
+    restored = _restored(live, groups_per_part=3)
+    assert restored._columns is not None
+    for g in range(6):  # past half of the columns' slots: the rest is taken out too
+        assert restored.get(f"g{g}", "t", 1) == live.get(f"g{g}", "t", 1)
+    assert restored._columns is None
+    assert restored.snapshot() == live.snapshot()
+
+
+def test_a_damaged_offsets_section_is_refused() -> None:
+    live = OffsetStore()
+    live.put("g", "t", 3, OffsetValue(1, -1, "", 5, -1))
+    live.put("h", "t", 0, OffsetValue(1, -1, "", 5, -1))
+    section = b"".join(b"".join(part) for part in live.dump())
+    for size in range(len(section) - 1):  # every cut
+        try:
+            OffsetStore().restore(memoryview(section[:size]))
+        except (ValueError, struct.error, UnicodeDecodeError):
+            continue
+        raise AssertionError(f"a section cut at {size} bytes was taken")
+    twice = section.replace(b"gh", b"gg")  # the names are one run of UTF-8: two groups of the same name
+    with pytest.raises(ValueError, match="same name"):
+        OffsetStore().restore(memoryview(twice))
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, ops)
+def test_changes_made_while_a_restored_store_is_dumped_are_covered_by_replaying_them(
+        before: list[tuple[bool, tuple[str, str, int], OffsetValue]],
+        during: list[tuple[bool, tuple[str, str, int], OffsetValue]]) -> None:
+    """As the broker writes a snapshot: a part at a time, the store changing in between (which
+    takes groups out of the columns, and may free them); the changes are records after the
+    snapshot, so loading it and replaying them gives the live store."""
+    def apply(store: OffsetStore, operation: tuple[bool, tuple[str, str, int], OffsetValue]) -> None:
+        is_put, key, value = operation
+        if is_put:
+            store.put(*key, value)
+        else:
+            store.delete(*key)
+
+    live = OffsetStore()
+    for operation in before:
+        apply(live, operation)
+    live = _restored(live)  # groups in the columns
+    pending = list(during)
+    parts = []
+    for part in live.dump(groups_per_part=1):
+        parts.append(b"".join(part))
+        for operation in pending[:3]:
+            apply(live, operation)
+        del pending[:3]
+    for operation in pending:
+        apply(live, operation)
+    loaded = OffsetStore()
+    section = b"".join(parts)
+    assert loaded.restore(memoryview(section)) == len(section)
+    for operation in during:
+        apply(loaded, operation)
+    assert loaded.snapshot() == live.snapshot()
+    assert loaded.count() == live.count()
+
+
+def _other_byte_order(section: bytes) -> bytes:
+    """The section as a machine of the other byte order writes it (docs/storage.md's layout)."""
+    def swapped(data: bytes, code: str) -> bytes:
+        column = array(code)
+        column.frombytes(data)
+        column.byteswap()
+        return column.tobytes()
+
+    out = [bytes([3 - section[0]])]
+    pos = 1
+    chunk = struct.Struct("<IIQQQQ")
+    while True:
+        header = chunk.unpack_from(section, pos)
+        out.append(section[pos : pos + chunk.size])
+        pos += chunk.size
+        groups, entries, slots, names_size, topics_size, meta_size = header
+        if not groups:
+            return b"".join(out)
+        for size, code in ((names_size, ""), (4 * groups, "I"), (8 * groups, "Q"), (topics_size, ""),
+                           (8 * entries, "Q"), (8 * entries, "Q"), (8 * entries, "Q"), (4 * entries, "I"),
+                           (meta_size, ""), (16 * slots, "q"), (4 * slots, "i")):
+            data = section[pos : pos + size]
+            out.append(swapped(data, code) if code else data)
+            pos += size
+
+
+def test_a_section_of_the_other_byte_order_is_swapped_on_load() -> None:
+    live = OffsetStore()
+    for g in range(5):
+        for p in range(3):
+            live.put(f"gé{g}", "t" if g % 2 else "u", p, OffsetValue(1000 + p, 2, "m" if p == 1 else "", 7, -1))
+        live.put(f"gé{g}", "v", 4, OffsetValue(-1, -1, "", 9, 11))
+    section = b"".join(b"".join(part) for part in live.dump(groups_per_part=2))
+    foreign = _other_byte_order(section)
+    assert foreign != section
+    restored = OffsetStore()
+    assert restored.restore(memoryview(foreign)) == len(foreign)
+    assert restored.count() == live.count()
+    again = _restored(restored)  # untouched groups are written back in this machine's order
+    assert restored.snapshot() == live.snapshot()
+    assert again.snapshot() == live.snapshot()

@@ -536,6 +536,35 @@ def test_v1_commit_timestamp_is_the_expiry_base_end_to_end(broker_factory: Any) 
         assert _fetch(client, 8, "v1", None) == {("t", 1): (2, -1, "now", 0)}
 
 
+def test_an_offset_committed_after_the_snapshot_is_served_after_a_crash(broker_factory: Any) -> None:
+    """A clean stop writes the coordinator snapshot; what is committed after the next start
+    lives only in the log after it, which start-up replays on top of the snapshot, whose
+    groups are served whether or not they are used again (docs/storage.md)."""
+    broker: BrokerProcess = broker_factory()
+    with WireClient(broker.host, broker.port) as client:
+        _create_topic(client, "t", 2)
+        assert _commit(client, 8, "moves", {("t", 0): (5, "before")}) == {("t", 0): 0}
+        assert _commit(client, 8, UNICODE, {("t", 0): (6, "kept"), ("t", 1): (7, "")}) == {("t", 0): 0, ("t", 1): 0}
+    assert broker.stop() == 0
+    snapshot = broker.data_dir / "__consumer_offsets.snapshot"
+    assert snapshot.exists(), "a clean stop writes the snapshot"
+
+    again: BrokerProcess = broker_factory(None, data_dir=broker.data_dir)
+    again.wait_for_log(r"loaded the coordinator snapshot \(3 offsets")
+    with WireClient(again.host, again.port) as client:
+        assert _fetch(client, 8, "moves", None) == {("t", 0): (5, -1, "before", 0)}
+        assert _commit(client, 8, "moves", {("t", 0): (9, "after")}) == {("t", 0): 0}
+        assert _commit(client, 8, "new", {("t", 1): (3, "late")}) == {("t", 1): 0}
+    again.kill()  # no new snapshot: the two commits are in the log only
+
+    third: BrokerProcess = broker_factory(None, data_dir=broker.data_dir)
+    third.wait_for_log(r"loaded the coordinator snapshot \(4 offsets, 0 group records\) and 2 records after it")
+    with WireClient(third.host, third.port) as client:
+        assert _fetch(client, 8, "moves", None) == {("t", 0): (9, -1, "after", 0)}
+        assert _fetch(client, 8, "new", None) == {("t", 1): (3, -1, "late", 0)}
+        assert _fetch(client, 8, UNICODE, None) == {("t", 0): (6, -1, "kept", 0), ("t", 1): (7, -1, "", 0)}
+
+
 def test_offsets_survive_graceful_restart_at_every_version(broker_factory: Any, tmp_path: Path) -> None:
     broker: BrokerProcess = broker_factory()
     with WireClient(broker.host, broker.port) as client:
