@@ -184,6 +184,7 @@ class ClusterNode:
             nursery.start_soon(self._reconcile_loop)
             nursery.start_soon(self._controller_loop)
             nursery.start_soon(self.replicator.run)
+            nursery.start_soon(self.replicator.checkpoint_loop)
             log.info("node %d joined cluster %s (etcd %s)", self.node_id, self.config["cluster.name"],
                      ",".join(self.endpoints))
             task_status.started()
@@ -194,6 +195,8 @@ class ClusterNode:
             # Stop the node's tasks first: the lease renewal would otherwise find the lease
             # revoked below and register again, with the client closed below.
             self._nursery.cancel_scope.cancel()
+        # A clean stop saves the high watermarks, so the next start serves up to them at once.
+        self.replicator.save_high_watermarks()
         lease_id = self.lease.lease_id
         self.lease.lost()
         if lease_id:

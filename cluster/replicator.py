@@ -18,6 +18,12 @@ deposed leader cannot change it.
 
 A partition with a single replica is not replicated: it is served as before, every append
 readable and acknowledged once durable.
+
+The high watermarks of the replicated partitions the node holds are saved every
+``replica.high.watermark.checkpoint.interval.ms`` and when the node stops
+(``storage.hw_checkpoint``, Kafka's ``replication-offset-checkpoint``). A log opened again
+as a leader or a follower starts its high watermark at the smaller of the saved one and its
+log end, as Kafka's replica does.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from cluster.model import COORDINATOR_TOPIC, ClusterImage, Keys, TopicPartition,
 from cluster.replica import ReplicaClient
 from cluster.replication import LeaderState, divergence
 from protocol.errors import ErrorCode
+from storage.hw_checkpoint import HighWatermarkCheckpoint
 from storage.partition import CorruptLogError, PartitionLog
 
 
@@ -43,6 +50,8 @@ class Node(Protocol):
     """What replication uses of its node (``cluster.node.ClusterNode``)."""
 
     config: Any
+    data_dir: Any
+    fs: Any
     node_id: int
     image: ClusterImage
     keys: Keys
@@ -80,6 +89,10 @@ class Replicator:
         self.followers: dict[TopicPartition, tuple[tuple[int, int], trio.CancelScope]] = {}
         self.appended_event = trio.Event()
         self._isr_wake = trio.Event()
+        self.checkpoint_interval_s = config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        self.checkpoint = HighWatermarkCheckpoint(node.data_dir, node.fs)
+        #: The high watermarks of the last checkpoint read or written (None: not read yet).
+        self._saved: dict[TopicPartition, int] | None = None
         # Metrics.
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -126,6 +139,7 @@ class Replicator:
         if not self.replicated(tp):
             return
         image = self.node.image
+        self.restore_high_watermark(tp, plog)
         known = plog.replicated_high_watermark
         start_hw = plog.next_offset if serving_before else (known if known is not None else plog.log_start_offset)
         state = LeaderState.begin(self.node.node_id, epoch, image.assignments[tp].replicas, image.isr_of(tp),
@@ -300,8 +314,9 @@ class Replicator:
                 if plog is None:
                     return
                 plog.leader_epoch = -1
-                log.info("following %s-%d from node %d at epoch %d (log end %d)", *tp, leader, epoch,
-                         plog.next_offset)
+                self.restore_high_watermark(tp, plog)
+                log.info("following %s-%d from node %d at epoch %d (log end %d, high watermark %s)", *tp, leader,
+                         epoch, plog.next_offset, plog.replicated_high_watermark)
                 while True:
                     info = node.image.nodes.get(leader)
                     endpoint = None if info is None else info.endpoint(node.inter_broker or "")
@@ -375,6 +390,55 @@ class Replicator:
         plog.append_replicated(records)
         if self.durable:
             plog.flush()
+
+    # ================================================================ the high watermark checkpoint
+
+    def _saved_high_watermarks(self) -> dict[TopicPartition, int]:
+        if self._saved is None:
+            self._saved = self.checkpoint.read()
+        return self._saved
+
+    def restore_high_watermark(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        """A log opened again starts at the saved high watermark, capped at its log end
+        (Kafka: ``min(checkpoint, logEndOffset)``); one that already has one keeps it."""
+        saved = self._saved_high_watermarks().get(tp)
+        if plog.replicated_high_watermark is None and saved is not None:
+            plog.set_high_watermark(max(min(saved, plog.next_offset), plog.log_start_offset))
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        """What the next checkpoint holds: each led or followed partition's high watermark, and
+        the saved one of every partition this node still holds a replica of but does not
+        serve now (a replica waiting for a leader keeps what it had)."""
+        image = self.node.image
+        me = self.node.node_id
+        out: dict[TopicPartition, int] = {}
+        for tp, offset in self._saved_high_watermarks().items():
+            assignment = image.assignments.get(tp)
+            if not image.assignments or (assignment is not None and me in assignment.replicas):
+                out[tp] = offset
+        for tp in set(self.leaders) | set(self.followers):
+            plog = self.node._local_log(tp)
+            found = None if plog is None else plog.replicated_high_watermark
+            if plog is not None and found is not None:
+                out[tp] = min(found, plog.next_offset)
+        return out
+
+    def save_high_watermarks(self) -> None:
+        """Write the checkpoint (blocking file I/O: from a thread, or at shutdown)."""
+        current = self.high_watermarks()
+        try:
+            self.checkpoint.write(current)
+        except OSError as exc:
+            log.warning("could not write %s: %s", self.checkpoint.path, exc)
+            return
+        self._saved = current
+
+    async def checkpoint_loop(self) -> None:
+        """Kafka's ReplicaManager.checkpointHighWatermarks, every
+        ``replica.high.watermark.checkpoint.interval.ms``."""
+        while True:
+            await trio.sleep(self.checkpoint_interval_s)
+            await trio.to_thread.run_sync(self.save_high_watermarks)
 
     # ================================================================ tools
 
