@@ -61,6 +61,7 @@ from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.consumer_offsets import partition_for
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import fetching_replica
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import (
     REPLICA_COPIES_DIR,
@@ -129,6 +130,9 @@ class ClusterNode:
         self._synced_version = -1
         self._swept = False
         self._live_since = (frozenset[int](), 0.0)
+        #: This node's broker epoch: the etcd revision of its current registration (-1: none yet).
+        self.registration_epoch = -1
+        self._topic_ids: tuple[int, dict[uuid.UUID, str]] = (-1, {})
         # Metrics, read at scrape time.
         self.moves_in = 0
         self.moves_out = 0
@@ -157,8 +161,9 @@ class ClusterNode:
         router.routing = lambda request: decide(request.header.api_key, request.header.api_version,
                                                 request.body, directory)
         data_fetch = router.handlers[ApiKey.FETCH]
-        router.register(ApiKey.FETCH, lambda r, peer: self._replica_fetch(r) if r.body.get("replica_id", -1) >= 0
+        router.register(ApiKey.FETCH, lambda r, peer: self._replica_fetch(r) if fetching_replica(r.body) >= 0
                         else data_fetch(r, peer))
+        router.topic_name = self._topic_name
         init_producer_id = router.handlers[ApiKey.INIT_PRODUCER_ID]
         router.register(ApiKey.INIT_PRODUCER_ID, lambda r, peer: self._cluster_producer_id(r, init_producer_id(r, peer)))
         from broker.handlers import topics as topic_handlers
@@ -263,6 +268,7 @@ class ClusterNode:
             result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, self._node_info().encode(), lease_id)])
             if result.succeeded:
                 self.lease.granted(lease_id, ttl, sent)
+                self.registration_epoch = result.revision
                 break
             await self.etcd.revoke(lease_id)
             if not waited:
@@ -421,6 +427,18 @@ class ClusterNode:
                 parsed = parse_partition_dir(name)
                 if parsed is not None:
                     self.staged.add((parsed[0], parsed[1]))
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """A topic's name by its id (Fetch v13+), ``__consumer_offsets`` included."""
+        version, names = self._topic_ids
+        if version != self.image.version:
+            names = {info.topic_id: name for name, info in self.image.topics.items()}
+            self._topic_ids = (self.image.version, names)
+        return names.get(topic_id)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        info = self.image.topics.get(name)
+        return None if info is None else info.topic_id
 
     def _local_log(self, tp: TopicPartition) -> PartitionLog | None:
         if tp[0] == COORDINATOR_TOPIC:
@@ -638,9 +656,11 @@ class ClusterNode:
                     if client is None or (client.host, client.port) != endpoint:
                         if client is not None:
                             await client.aclose()
-                        client = ReplicaClient(endpoint[0], endpoint[1], self.node_id)
+                        client = ReplicaClient(endpoint[0], endpoint[1], self.node_id, self.registration_epoch)
+                    client.replica_epoch = self.registration_epoch  # a new one after a lost lease
                     try:
-                        fetched = await client.fetch(name, index, copy.next_offset, leadership.epoch)
+                        fetched = await client.fetch(name, index, copy.next_offset, leadership.epoch,
+                                                     topic_id=topic.topic_id)
                     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                         log.debug("copy of %s-%d: %s", *tp, exc)
                         await trio.sleep(0.2)
@@ -689,7 +709,9 @@ class ClusterNode:
     def _replica_fetch_once(self, request: Request) -> tuple[dict[str, Any], bool, bool]:
         """(reply, some partition has records, some partition has an error or a divergence)."""
         body = request.body
-        replica = int(body.replica_id)
+        replica = fetching_replica(body)
+        state = body.get("replica_state")
+        replica_epoch = -1 if state is None else int(state.get("replica_epoch", -1))
         now = self.clock()
         responses = []
         has_records = settled = False
@@ -699,7 +721,7 @@ class ClusterNode:
                 tp = (topic.topic, part.partition)
                 plog = self._local_log(tp)
                 if tp in self.replicator.leaders and plog is not None and self.lease.valid(now):
-                    found = self.replicator.serve_fetch(tp, part, replica, plog)
+                    found = self.replicator.serve_fetch(tp, part, replica, plog, replica_epoch)
                     has_records = has_records or bool(found["records"])
                     settled = settled or bool(found["error_code"]) or "diverging_epoch" in found
                     partitions.append(found)
@@ -730,7 +752,7 @@ class ClusterNode:
                 if handover is not None:
                     handover.answered(end)
                 partitions.append(entry)
-            responses.append({"topic": topic.topic, "partitions": partitions})
+            responses.append({"topic": topic.topic, "topic_id": topic.get("topic_id"), "partitions": partitions})
         return ({"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses},
                 has_records, settled)
 

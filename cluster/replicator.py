@@ -53,6 +53,7 @@ class Node(Protocol):
     data_dir: Any
     fs: Any
     node_id: int
+    registration_epoch: int
     image: ClusterImage
     keys: Keys
     etcd: EtcdClient
@@ -64,6 +65,8 @@ class Node(Protocol):
     def clock(self) -> float: ...
 
     def _local_log(self, tp: TopicPartition) -> PartitionLog | None: ...
+
+    def topic_id(self, name: str) -> Any: ...
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> None: ...
 
@@ -200,8 +203,13 @@ class Replicator:
 
     # ---------------------------------------------------------------- a follower's fetch, answered
 
-    def serve_fetch(self, tp: TopicPartition, part: Any, replica: int, plog: PartitionLog) -> dict[str, Any]:
-        """One partition of a follower's Fetch: its position noted, records or a diverging epoch."""
+    def serve_fetch(self, tp: TopicPartition, part: Any, replica: int, plog: PartitionLog,
+                    replica_epoch: int = -1) -> dict[str, Any]:
+        """One partition of a follower's Fetch: its position noted, records or a diverging epoch.
+
+        A fetch that carries a broker epoch (Fetch v15+, KIP-903) older than the replica's
+        registration in etcd comes from a process that has since restarted (its disk may be
+        gone): it is answered, but does not count toward the replica's place in the ISR."""
         state = self.leaders[tp]
         entry: dict[str, Any] = {"partition_index": part.partition, "error_code": 0, "high_watermark": -1,
                                  "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -227,8 +235,10 @@ class Replicator:
             entry.update(error_code=int(ErrorCode.OFFSET_OUT_OF_RANGE), high_watermark=state.high_watermark,
                          log_start_offset=start)
             return entry
-        state.on_fetch(replica, offset, end, self.node.clock())
-        self._advance(tp, state, plog)
+        registered = self.node.image.revision_of(self.node.keys.node(replica))
+        if not (0 <= replica_epoch < registered):
+            state.on_fetch(replica, offset, end, self.node.clock())
+            self._advance(tp, state, plog)
         if state.wanted_isr(self.node.clock(), self.lag_s) is not None:
             self._isr_wake.set()
         entry.update(high_watermark=state.high_watermark, last_stable_offset=state.high_watermark,
@@ -324,12 +334,14 @@ class Replicator:
                         await trio.sleep(0.1)
                         continue
                     if client is None:
-                        client = ReplicaClient(endpoint[0], endpoint[1], node.node_id)
+                        client = ReplicaClient(endpoint[0], endpoint[1], node.node_id, node.registration_epoch)
+                    client.replica_epoch = node.registration_epoch  # a new one after a lost lease
                     try:
                         with trio.fail_after(FOLLOWER_WAIT_MS / 1000 + 5):
                             fetched = await client.fetch(name, index, plog.next_offset, epoch,
                                                          last_fetched_epoch=plog.latest_epoch,
-                                                         max_wait_ms=FOLLOWER_WAIT_MS)
+                                                         max_wait_ms=FOLLOWER_WAIT_MS,
+                                                         topic_id=node.topic_id(name))
                     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
                         log.debug("fetching %s-%d from node %d: %r", *tp, leader, exc)
                         await client.aclose()

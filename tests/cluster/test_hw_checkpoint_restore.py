@@ -28,6 +28,7 @@ class FakeNode:
         self.data_dir = data_dir
         self.fs = REAL_FS
         self.node_id = me
+        self.keys = KEYS
         self.catalog = None
         self.now = 100.0
         self.plog = plog
