@@ -837,6 +837,7 @@ class ClusterNode:
             result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
             if result.succeeded:
                 image.apply(key, info.encode(), result.revision)
+        await self._complete_reassignments()
         changes = rules.place_missing(image)
         live = frozenset(image.nodes)
         if live != self._live_since[0]:
@@ -861,6 +862,38 @@ class ClusterNode:
                     image.apply(self.keys.isr(*change.tp), encode_isr(change.isr), result.revision)
                 log.info("controller: %s-%d -> %s (%s)", *change.tp, list(change.assignment.replicas), change.why)
         if changes:
+            self._wake()
+
+    async def _complete_reassignments(self) -> None:
+        """Reassignments of replicated partitions whose target replicas are all in sync become
+        their target: one compare-and-set on the assignment and the ISR it read, and, when
+        the leader is being removed, on its leader key, which goes in the same transaction so
+        that an in-sync target replica is elected (Kafka's controller elects a new leader when
+        the current one leaves the replicas)."""
+        image = self.image
+        for change in rules.complete_reassignments(image):
+            tp = change.tp
+            assignment_key, isr_key, leader_key = self.keys.assignment(*tp), self.keys.isr(*tp), self.keys.leader(*tp)
+            compares = [Compare(assignment_key, "MOD", image.revision_of(assignment_key)),
+                        Compare(isr_key, "MOD", image.revision_of(isr_key))]
+            assert change.isr is not None
+            ops: list[Put | Delete] = [Put(assignment_key, change.assignment.encode()),
+                                       Put(isr_key, encode_isr(change.isr))]
+            leadership = image.leaders.get(tp)
+            stepping_down = leadership is not None and leadership.leader not in change.assignment.replicas
+            if stepping_down:
+                assert leadership is not None
+                compares.append(Compare(leader_key, "MOD", leadership.epoch))
+                ops.append(Delete(leader_key))
+            result = await self.etcd.txn(compares, ops)
+            if not result.succeeded:
+                return  # the image was stale: the watch brings the news, and the next pass decides again
+            image.apply(assignment_key, change.assignment.encode(), result.revision)
+            image.apply(isr_key, encode_isr(change.isr), result.revision)
+            if stepping_down:
+                image.apply(leader_key, None, result.revision)
+            log.info("controller: %s-%d -> %s (%s%s)", *tp, list(change.assignment.replicas), change.why,
+                     "; its leader steps down" if stepping_down else "")
             self._wake()
 
     # ================================================================ requests the cluster answers

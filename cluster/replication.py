@@ -136,6 +136,19 @@ class LeaderState:
         found = frozenset(wanted)
         return None if found == self.isr else found
 
+    def set_replicas(self, replicas: tuple[int, ...]) -> None:
+        """The assignment changed (a reassignment started or completed): replicas that were
+        removed leave the ISR at once (the controller wrote that ISR with the assignment),
+        and added ones are followers that have not fetched yet."""
+        self.replicas = replicas
+        kept = frozenset(r for r in self.isr if r in replicas or r == self.me)
+        if kept != self.isr:
+            self.isr = kept
+            if self.pending_isr is not None:
+                self.pending_isr = frozenset(r for r in self.pending_isr if r in replicas or r == self.me)
+        for replica in [r for r in self.followers if r not in replicas]:
+            del self.followers[replica]
+
     def isr_written(self, isr: frozenset[int]) -> None:
         self.isr = isr
         self.pending_isr = None

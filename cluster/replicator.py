@@ -124,9 +124,10 @@ class Replicator:
     # ================================================================ leading
 
     def replicated(self, tp: TopicPartition) -> bool:
-        """The partition has (or is growing to) more than one replica and is not moving."""
+        """The partition has (or is growing or being reassigned to) more than one replica, and
+        is not a single replica being copied to another node."""
         assignment = self.node.image.assignments.get(tp)
-        return assignment is not None and len(assignment.replicas) > 1 and not assignment.moving
+        return assignment is not None and len(assignment.replicas) > 1 and not assignment.single_move
 
     def lead(self, tp: TopicPartition, epoch: int, plog: PartitionLog, serving_before: bool) -> None:
         """This node leads ``tp`` at ``epoch`` from ``plog``: stamp its batches, keep its ISR."""
@@ -134,8 +135,10 @@ class Replicator:
         state = self.leaders.get(tp)
         if state is not None and state.epoch == epoch:
             assignment = self.node.image.assignments.get(tp)
-            if assignment is not None:
-                state.replicas = assignment.replicas
+            if assignment is not None and assignment.replicas != state.replicas:
+                state.set_replicas(assignment.replicas)
+                self._advance(tp, state, plog)
+                self._isr_wake.set()
             return
         if state is not None:
             self.stop_leading(tp)
