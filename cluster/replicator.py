@@ -268,6 +268,10 @@ class Replicator:
         isr_key = node.keys.isr(*tp)
         leader_key = node.keys.leader(*tp)
         value = encode_isr(wanted)
+        if frozenset(node.image.isrs.get(tp, ())) == wanted:
+            # etcd has it already (the controller wrote it with a completed reassignment).
+            state.isr_written(wanted)
+            return
         state.pending_isr = wanted
         try:
             result = await node.etcd.txn(

@@ -182,3 +182,12 @@ def test_the_leader_drops_removed_replicas_from_its_isr_and_high_watermark_at_on
     assert state.isr == frozenset({1, 2}) and 3 not in state.followers
     state.advance(10)
     assert state.high_watermark == 10
+
+
+def test_a_cancelled_reassignment_makes_the_leader_write_its_isr_without_the_added_replica() -> None:
+    state = LeaderState.begin(1, 5, (4, 2, 1), (1, 2, 4), log_end=10, high_watermark=10, now=0.0)
+    assert state.wanted_isr(0.5, 2.0) is None
+    state.set_replicas((2, 1))  # the move to 4 was cancelled after 4 had joined the ISR
+    assert state.wanted_isr(0.5, 2.0) == frozenset({1, 2})
+    state.isr_written(frozenset({1, 2}))
+    assert state.wanted_isr(0.5, 2.0) is None
