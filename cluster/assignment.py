@@ -216,7 +216,9 @@ def reassign(image: ClusterImage, tp: TopicPartition, target: Sequence[int], unc
     A single replica moving to one other node is copied and handed over (``start_move``);
     any other target (a replicated partition, or a single one growing) is Kafka's
     reassignment: the new replicas follow the leader and join the ISR, then the controller
-    completes the move (``completed_reassignment``). Every target replica must be alive. A
+    completes the move (``completed_reassignment``). Every target replica must be alive, and
+    there must be no fewer than the topic's replication factor (unlike Kafka, where the
+    replicas are the replication factor: here the controller grows a partition to it). A
     partition already moving may only be sent back where it came from (a cancellation).
     ``unclean`` places the partition on one target node at once, with an empty log, and
     only when it has no live leader: the data of the old replicas is given up.
@@ -237,6 +239,11 @@ def reassign(image: ClusterImage, tp: TopicPartition, target: Sequence[int], unc
             return None, (f"{tp[0]}-{tp[1]} has a live leader (node {image.leader_of(tp).leader}); "  # type: ignore[union-attr]
                           "move it without --unclean")
         return Assignment(target), None
+    topic = image.topics.get(tp[0])
+    floor = min(topic.replication_factor if topic is not None else 1, len(assignment.original))
+    if len(target) < floor:
+        return None, (f"{tp[0]}-{tp[1]}: its topic's replication factor is {floor}: name at least {floor} "
+                      "replicas (the controller would add the missing ones back)")
     if assignment.moving:
         if target == assignment.original or set(target) == set(assignment.original):
             return cancel_move(assignment), None

@@ -790,11 +790,13 @@ class ClusterNode:
             result = await self.etcd.txn(
                 [Compare(leader_key, "MOD", leadership.epoch),
                  Compare(assignment_key, "MOD", self.image.revision_of(assignment_key))],
-                [Delete(leader_key), Put(assignment_key, done.encode())])
+                [Delete(leader_key), Put(assignment_key, done.encode()),
+                 Put(self.keys.isr(*tp), encode_isr(done.replicas))])  # the copy holds the whole log
             if not result.succeeded:
                 raise EtcdError("the partition changed under the handover")
             self.image.apply(leader_key, None, result.revision)
             self.image.apply(assignment_key, done.encode(), result.revision)
+            self.image.apply(self.keys.isr(*tp), encode_isr(done.replicas), result.revision)
             self.moves_out += 1
             log.info("handed %s-%d over to node %d", *tp, handover.target)
             self._unlead(tp)

@@ -143,6 +143,9 @@ class Replicator:
         if state is not None:
             self.stop_leading(tp)
         if not self.replicated(tp):
+            # One replica (a replicated partition reassigned to this node alone, say): every
+            # record it has is readable, whatever high watermark it kept as a follower.
+            plog.set_high_watermark(None)
             return
         image = self.node.image
         self.restore_high_watermark(tp, plog)

@@ -107,3 +107,12 @@ def test_a_partition_this_node_no_longer_holds_leaves_the_checkpoint(tmp_path: P
     node.image.apply(KEYS.assignment("gone", 0), Assignment((2, 3)).encode(), 5)
     Replicator(node).save_high_watermarks()
     assert HighWatermarkCheckpoint(tmp_path).read() == {TP: 2}
+
+
+def test_a_partition_reassigned_to_this_node_alone_serves_its_whole_log(tmp_path: Path) -> None:
+    plog = log_with(tmp_path / "t-0", 10)
+    plog.set_high_watermark(7)  # what it had as a follower
+    node = FakeNode(tmp_path, plog)
+    node.image.apply(KEYS.assignment(*TP), Assignment((1,)).encode(), 6)
+    Replicator(node).lead(TP, 7, plog, serving_before=False)
+    assert plog.high_watermark == 10

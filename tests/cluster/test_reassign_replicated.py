@@ -135,3 +135,61 @@ def test_reassigning_replicated_partitions_away_from_their_leader_under_load_los
     assert len(values) == len(set(values)), "no record twice"
     assert values == list(range(len(values))), "every record, in order, with no gap"
     assert producer.acked <= set(values), "every acknowledged record is there"
+
+
+def explain(cluster: Cluster, topic: str) -> str:
+    """The partition's state and what the nodes logged about it, for a failure's message."""
+    rows = [r for r in cluster.status()["partitions"] if r["topic"] == topic]
+    logs = "\n".join(f"---- node {n}\n" + "\n".join(line for line in p.log().splitlines() if topic in line)
+                     for n, p in cluster.nodes.items())
+    return f"{rows}\n{logs}"
+
+
+def reassign(cluster: Cluster, spec: str, to: list[int]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kcoord", "cluster", "reassign", spec, "--to", ",".join(map(str, to)),
+         "--etcd", cluster.etcd.endpoint, "--cluster-name", "test", "--wait", "60"],
+        cwd=REPO, capture_output=True, text=True, timeout=90)
+
+
+def test_a_single_replica_grows_to_two_by_reassignment_and_shrinks_back_onto_the_other_node(
+        two_replicas: Cluster) -> None:
+    cluster = two_replicas
+    for node in (1, 2, 3):
+        # The controller would rebalance the single-replica partition once it is back to one.
+        cluster.start(node, **{"cluster.rebalance.enable": False})
+    bootstrap = ",".join(p.bootstrap for p in cluster.nodes.values())
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.nodes[1].bootstrap)
+    admin.create_topics([NewTopic("solo", 1, 1), NewTopic("pair", 1, 2)])
+    admin.close()
+    wait_for(lambda: cluster.leaders("solo").get(0, -1) > 0 and fully_in_sync(cluster, [("pair", 0)]), 60,
+             "solo-0 and pair-0 are led")
+    first = cluster.leaders("solo")[0]
+    other = next(n for n in (1, 2, 3) if n != first)
+    # A replicated topic is not shrunk below its replication factor: the controller would grow it back.
+    refused = reassign(cluster, "pair:0", [other])
+    assert refused.returncode != 0 and "replication factor is 2" in refused.stdout, refused.stdout
+    # Growing: the new replica follows and joins the ISR, then the move completes.
+    result = reassign(cluster, "solo:0", [first, other])
+    assert result.returncode == 0, result.stdout + result.stderr + explain(cluster, "solo")
+    wait_for(lambda: set(cluster.image().isrs.get(("solo", 0), ())) == {first, other}, 30,
+             "solo-0 has two in-sync replicas")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=100, retry_backoff_ms=100)
+    for i in range(30):
+        producer.send("solo", str(i).encode(), partition=0)
+    producer.flush(30)
+    # Shrinking onto the follower: the leader steps down, the follower leads alone and serves
+    # its whole log at once (it is the only replica: its log end is the high watermark).
+    result = reassign(cluster, "solo:0", [other])
+    assert result.returncode == 0, result.stdout + result.stderr + explain(cluster, "solo")
+    image = cluster.image()
+    assert image.assignments[("solo", 0)].replicas == (other,)
+    assert image.leader_of(("solo", 0)).leader == other  # type: ignore[union-attr]
+    for i in range(30, 40):
+        producer.send("solo", str(i).encode(), partition=0)
+    producer.flush(30)
+    producer.close()
+    assert [int(v) for v in read_all(bootstrap, "solo", 40)] == list(range(40))
