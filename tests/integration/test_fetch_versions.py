@@ -91,3 +91,26 @@ def test_a_long_poll_by_topic_id_answers_with_the_id(client_and_topic: Any) -> N
     [topic] = reply.responses
     assert topic.topic_id == topic_id and topic.partitions[0].error_code == 0
     assert not topic.partitions[0].records
+
+
+def test_a_replica_client_fetches_at_the_highest_version_both_sides_speak(
+        broker: BrokerProcess, client_and_topic: Any) -> None:
+    import trio
+
+    from cluster.replica import FETCH_VERSIONS, ReplicaClient
+
+    _, topic_id = client_and_topic
+    host, _, port = broker.bootstrap.rpartition(":")
+
+    async def fetch() -> tuple[int, Any]:
+        client = ReplicaClient(host, int(port), replica_id=7, replica_epoch=3)
+        try:
+            fetched = await client.fetch("by-id", 0, 0, -1, topic_id=topic_id)
+            assert client.fetch_version is not None
+            return client.fetch_version, fetched
+        finally:
+            await client.aclose()
+
+    version, fetched = trio.run(fetch)
+    assert version == FETCH_VERSIONS[1] == 17
+    assert fetched.error == 0 and fetched.high_watermark == 3 and fetched.records
