@@ -445,9 +445,10 @@ class Replicator:
                 out[tp] = min(found, plog.next_offset)
         return out
 
-    def save_high_watermarks(self) -> None:
+    def save_high_watermarks(self, current: dict[TopicPartition, int] | None = None) -> None:
         """Write the checkpoint (blocking file I/O: from a thread, or at shutdown)."""
-        current = self.high_watermarks()
+        if current is None:
+            current = self.high_watermarks()
         try:
             self.checkpoint.write(current)
         except OSError as exc:
@@ -457,10 +458,12 @@ class Replicator:
 
     async def checkpoint_loop(self) -> None:
         """Kafka's ReplicaManager.checkpointHighWatermarks, every
-        ``replica.high.watermark.checkpoint.interval.ms``."""
+        ``replica.high.watermark.checkpoint.interval.ms``. The high watermarks are read here,
+        where the partitions change; only the write runs in a thread."""
         while True:
             await trio.sleep(self.checkpoint_interval_s)
-            await trio.to_thread.run_sync(self.save_high_watermarks)
+            current = self.high_watermarks()
+            await trio.to_thread.run_sync(self.save_high_watermarks, current)
 
     # ================================================================ tools
 
