@@ -73,17 +73,19 @@ def _epoch_error(d: Directory, topic: str, partition: int, asked: int) -> int:
 
 
 def _merge(field: str, partitions: str, name: str, extra: list[Any]) -> Callable[[Body], Body]:
-    """Amend a reply: the refused partitions join their topic's entry (or a new one)."""
+    """Amend a reply: the refused partitions join their topic's entry (or a new one). Topics
+    are matched by ``name``, which may be ``topic_id`` (a reply decoded from a long poll's
+    frame at Fetch v13+ has no names)."""
     def amend(body: Body) -> Body:
         topics = [copy_with(t) for t in body[field]]
-        by_name = {t[name]: t for t in topics}
+        by_name = {t.get(name): t for t in topics}
         for topic in extra:
-            existing = by_name.get(topic[name])
+            existing = by_name.get(topic.get(name))
             if existing is not None:
                 existing[partitions] = [*existing[partitions], *topic[partitions]]
             else:
                 topics.append(topic)
-                by_name[topic[name]] = topic
+                by_name[topic.get(name)] = topic
         return copy_with(body, **{field: topics})
     return amend
 
@@ -198,7 +200,7 @@ def _fetch(version: int, body: Body, d: Directory) -> Decision:
         if endpoints:
             answer["node_endpoints"] = endpoints
         return Refuse(answer)
-    merge = _merge("responses", "partitions", "topic", errors)
+    merge = _merge("responses", "partitions", "topic_id" if version >= 13 else "topic", errors)
 
     def amend(reply_body: Body) -> Body:
         out = merge(reply_body)
