@@ -4,9 +4,12 @@ only from a fetch of its current registration (KIP-903's broker epoch)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from cluster.model import NodeInfo
 from cluster.replicator import Replicator
@@ -65,3 +68,52 @@ def test_a_fetch_from_a_process_older_than_the_replicas_registration_is_not_coun
     assert entry["error_code"] == 0  # answered, as Kafka answers it
     assert replicator.leaders[TP].followers[2].end_offset == -1
     assert plog.high_watermark == 0
+
+
+@pytest.mark.integration
+def test_librdkafka_reads_a_replicated_topic_from_a_cluster_by_topic_id(tmp_path: Path) -> None:
+    """confluent-kafka picks Fetch v13+ (topic ids) against a kcoord cluster; it reads every
+    record of a three-partition topic whose partitions are led by different nodes."""
+    from confluent_kafka import Consumer
+
+    from cluster.local import EtcdMissing, EtcdServer, etcd_binary
+    from tests.support.clients import create_topic
+    from tests.support.cluster import Cluster, wait_for
+
+    try:
+        etcd_binary()
+    except EtcdMissing as exc:
+        pytest.skip(str(exc))
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    cluster = Cluster(tmp_path, etcd, {"default.replication.factor": 2})
+    try:
+        for node in (1, 2, 3):
+            cluster.start(node)
+        bootstrap = ",".join(p.bootstrap for p in cluster.nodes.values())
+        create_topic(cluster.nodes[1].bootstrap, "spread", 3)
+        wait_for(lambda: len(set(cluster.leaders("spread").values()) - {-1}) >= 2, 60, "spread led by several nodes")
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        for i in range(30):
+            producer.send("spread", str(i).encode(), partition=i % 3)
+        producer.flush(30)
+        producer.close()
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rdkafka-by-id",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["spread"])
+        values: list[int] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(values) < 30 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    values.append(int(message.value()))
+        finally:
+            consumer.close()
+        assert sorted(values) == list(range(30))
+    finally:
+        for proc in cluster.nodes.values():
+            if proc.proc is not None and proc.proc.poll() is None:
+                proc.kill()
+        etcd.kill()
