@@ -226,10 +226,14 @@ def consume(client: AdminClient, topic: str, positions: dict[int, int], *, count
             time.sleep(0.05)
 
 
+FETCH_BY_NAME_MAX = 12
+
+
 def _fetch(client: AdminClient, topic: str, partition: int, offset: int,
            max_wait_ms: int) -> tuple[list[InRecord], int, int]:
     conn = client.leader_of(topic, partition)
-    _, reply = conn.request(FETCH, {
+    # Topics by name: Fetch v12 at most (v13+ names them by id, KIP-516).
+    _, reply = conn.request(FETCH, version=min(conn.version(FETCH), FETCH_BY_NAME_MAX), body={
         "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 8 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [{

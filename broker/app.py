@@ -132,6 +132,7 @@ class Broker:
         router = Router(ctx, request_logging=request_logging, authorization=self.authorization(),
                         shares_stats_with=shares_stats_with)
         catalog = self.catalog
+        router.topic_name = catalog.topic_name
         groups = self.groups
         security = self.security
         authorizer_on = security.authorizer is not None

@@ -377,6 +377,10 @@ SETTINGS: tuple[Setting, ...] = (
             "A follower that has not caught up with its leader's log end for this long leaves the ISR "
             "(Kafka's Partition.maybeShrinkIsr); acks=all writes wait for the ISR, so this bounds how long a "
             "dead follower holds them up.", _positive, "> 0"),
+    Setting("replica.high.watermark.checkpoint.interval.ms", int, 5000,
+            "How often a cluster node saves the high watermark of every replicated partition it holds to "
+            "replication-offset-checkpoint (also saved at a clean stop); a restarted replica starts its high "
+            "watermark at the smaller of the saved one and its log end.", _positive, "> 0"),
     Setting("auto.leader.rebalance.enable", bool, True,
             "A leader that is not its partition's preferred replica (the first one) hands the partition "
             "back to it once that replica is alive and in the ISR, so leadership spreads over the nodes."),

@@ -605,7 +605,7 @@ class DataService:
                             for a in states.aborted_between(offset, stable)
                         ] if entry["records"] else []  # Kafka: the list, empty when nothing was read
                 partitions.append(entry)
-            responses.append({"topic": topic.topic, "partitions": partitions})
+            responses.append({"topic": topic.topic, "topic_id": topic.get("topic_id"), "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total, settled
 
     # ---------------------------------------------------------------- DeleteRecords

@@ -23,6 +23,7 @@ from time import perf_counter
 from typing import Any
 
 from broker.context import BrokerContext
+from broker.fetch_topics import FIRST_VERSION_BY_ID, TopicNames, name_fetch_topics
 from broker.handlers import cluster
 from broker.metrics import ERROR_REASONS, ApiStats, Family, counter
 from broker.slots import Slot
@@ -91,6 +92,10 @@ def _frame_amend(api_key: int, version: int, amend: Callable[[Body], Body]) -> C
     return apply
 
 
+def _then(first: Callable[[Body], Body], second: Callable[[Body], Body]) -> Callable[[Body], Body]:
+    return lambda body: second(first(body))
+
+
 class Router:
     """Routes decoded requests to handlers and advertises exactly what it can handle."""
 
@@ -106,6 +111,8 @@ class Router:
         self.request_logging = request_logging  # one INFO line per request (--request-log)
         self.authorization = authorization
         self.routing: Routing | None = None
+        #: Topic ids to names, for Fetch v13+ (set by the composition root, or a cluster node).
+        self.topic_name: TopicNames = lambda _topic_id: None
         #: The session of the request being handled (handlers run synchronously inside route).
         self.session = ANONYMOUS_SESSION
         self.register(ApiKey.API_VERSIONS, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
@@ -154,6 +161,9 @@ class Router:
         stats.requests[header.api_version] += 1
         started = perf_counter()
         amend: Callable[[Body], Body] | None = None
+        named: Callable[[Body], Body] | None = None
+        if header.api_key == ApiKey.FETCH and header.api_version >= FIRST_VERSION_BY_ID:
+            request, named = name_fetch_topics(request, self.topic_name)
         if self.authorization is not None:
             checked = self._authorize(request, session, stats.name)
             if isinstance(checked, Close):
@@ -179,6 +189,8 @@ class Router:
                                      header.correlation_id, elapsed, routed)
                 return routed
             request, amend = routed
+        if named is not None:
+            amend = named if amend is None else _then(amend, named)
         self.session = session
         try:
             body = self.handlers[header.api_key](request, peer)

@@ -16,6 +16,8 @@ image fails and is made again on a fresh one. Nothing here awaits or reads a clo
   a time). A move is KIP-455's: the target is added, copies the log, takes over, and the
   old replica is removed.
 - A move whose target is no longer alive is cancelled.
+- A reassignment of a replicated partition completes once every target replica is in the
+  ISR (``completed_reassignment``).
 - Partitions of a node that is gone stay where they are, offline (Kafka with one replica):
   nothing else holds their data. An operator may move them anyway (``unclean``), with an
   empty log, when that node will not come back.
@@ -172,32 +174,82 @@ def rebalance(image: ClusterImage, max_moves: int) -> list[Change]:
     return changes
 
 
+def start_reassignment(assignment: Assignment, target: Sequence[int]) -> Assignment:
+    """KIP-455 for a replicated partition: the target replicas first (in the operator's
+    order, the first one becoming the preferred leader), then those being removed."""
+    current = assignment.replicas
+    return Assignment((*target, *(r for r in current if r not in target)),
+                      adding=tuple(r for r in target if r not in current),
+                      removing=tuple(r for r in current if r not in target))
+
+
+def completed_reassignment(image: ClusterImage, tp: TopicPartition) -> Change | None:
+    """The completion of a replicated partition's reassignment once every target replica is
+    in the ISR (Kafka's ReplicationControlManager, PartitionReassignmentReplicas): the
+    replicas become the target and the ISR keeps only target replicas. Whether the leader
+    must step down (it is being removed) is the shell's part: it deletes the leader key in
+    the same transaction, and the first in-sync target replica is elected."""
+    assignment = image.assignments.get(tp)
+    if assignment is None or not assignment.moving or assignment.single_move:
+        return None
+    isr = image.isr_of(tp)
+    target = assignment.target
+    if not target or any(r not in isr for r in target):
+        return None
+    return Change(tp, Assignment(target), f"reassignment to {list(target)} complete: every target replica is in sync",
+                  isr=tuple(r for r in isr if r in target))
+
+
+def complete_reassignments(image: ClusterImage) -> list[Change]:
+    changes = []
+    for tp in sorted(image.assignments):
+        change = completed_reassignment(image, tp)
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
 def reassign(image: ClusterImage, tp: TopicPartition, target: Sequence[int], unclean: bool = False
              ) -> tuple[Assignment | None, str | None]:
     """An operator's reassignment of one partition: (the assignment to write, or why not).
 
-    One replica per partition for now, so ``target`` names exactly one live node. A partition
-    already moving may only be sent back where it came from (a cancellation). ``unclean``
-    places the partition on the target at once, with an empty log, and only when it has no
-    live leader: the data of the old replica is given up.
+    A single replica moving to one other node is copied and handed over (``start_move``);
+    any other target (a replicated partition, or a single one growing) is Kafka's
+    reassignment: the new replicas follow the leader and join the ISR, then the controller
+    completes the move (``completed_reassignment``). Every target replica must be alive, and
+    there must be no fewer than the topic's replication factor (unlike Kafka, where the
+    replicas are the replication factor: here the controller grows a partition to it). A
+    partition already moving may only be sent back where it came from (a cancellation).
+    ``unclean`` places the partition on one target node at once, with an empty log, and
+    only when it has no live leader: the data of the old replicas is given up.
     """
     assignment = image.assignments.get(tp)
     if assignment is None:
         return None, f"{tp[0]}-{tp[1]} does not exist"
-    if len(target) != 1:
-        return None, f"{tp[0]}-{tp[1]}: exactly one replica is supported, got {list(target)}"
-    node = target[0]
-    if not image.live(node):
-        return None, f"node {node} is not alive"
+    target = tuple(target)
+    if not target or len(set(target)) != len(target):
+        return None, f"{tp[0]}-{tp[1]}: the target replicas must be distinct nodes, got {list(target)}"
+    dead = [n for n in target if not image.live(n)]
+    if dead:
+        return None, f"node {dead[0]} is not alive" if len(dead) == 1 else f"nodes {dead} are not alive"
     if unclean:
+        if len(target) != 1:
+            return None, f"{tp[0]}-{tp[1]}: an unclean placement names one node, got {list(target)}"
         if image.leader_of(tp) is not None:
             return None, (f"{tp[0]}-{tp[1]} has a live leader (node {image.leader_of(tp).leader}); "  # type: ignore[union-attr]
                           "move it without --unclean")
-        return Assignment((node,)), None
+        return Assignment(target), None
+    topic = image.topics.get(tp[0])
+    floor = min(topic.replication_factor if topic is not None else 1, len(assignment.original))
+    if len(target) < floor:
+        return None, (f"{tp[0]}-{tp[1]}: its topic's replication factor is {floor}: name at least {floor} "
+                      "replicas (the controller would add the missing ones back)")
     if assignment.moving:
-        if (node,) == assignment.removing:
+        if target == assignment.original or set(target) == set(assignment.original):
             return cancel_move(assignment), None
-        return None, f"{tp[0]}-{tp[1]} is already moving to {list(assignment.adding)}"
-    if assignment.replicas == (node,):
-        return None, f"{tp[0]}-{tp[1]} is already on node {node}"
-    return start_move(assignment, node), None
+        return None, f"{tp[0]}-{tp[1]} is already moving to {list(assignment.target)}"
+    if assignment.replicas == target:
+        return None, f"{tp[0]}-{tp[1]} is already on {'node ' + str(target[0]) if len(target) == 1 else list(target)}"
+    if len(target) == 1 and len(assignment.replicas) == 1:
+        return start_move(assignment, target[0]), None
+    return start_reassignment(assignment, target), None

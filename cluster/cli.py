@@ -2,8 +2,11 @@
 
 ``status`` shows the live nodes, the controller, and where every partition lives (its
 leader, leader epoch, replicas, and any move under way). ``reassign`` moves partitions
-(KIP-455: the target copies the log and takes over) with the same checks the controller
-uses; ``--unclean`` places an offline partition on a live node with an empty log.
+(KIP-455) with the same checks the controller uses: a single replica to another node is
+copied and handed over; a replicated partition gets its new replica set (``--to 2,3,4``):
+the new replicas follow the leader and join the ISR, then the controller completes the move
+and a removed leader gives its place to an in-sync target replica. ``--unclean`` places an
+offline partition on a live node with an empty log.
 Both read and write etcd's keys for the cluster, as the nodes do.
 """
 
@@ -36,12 +39,23 @@ def register(sub: Any) -> None:
         else:
             parser.add_argument("partitions", nargs="+", metavar="TOPIC:P[,P...]",
                                 help="partitions to move, e.g. orders:0,1 __consumer_offsets:7")
-            parser.add_argument("--to", type=int, required=True, metavar="NODE", help="the node to move them to")
+            parser.add_argument("--to", type=_node_list, required=True, metavar="NODE[,NODE...]",
+                                help="the replicas to move them to, the preferred leader first")
             parser.add_argument("--unclean", action="store_true",
                                 help="the partition's leader is gone for good: place it on NODE with an empty log")
             parser.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                                 help="wait up to this long for the moves to complete")
             parser.set_defaults(func=reassign_command)
+
+
+def _node_list(text: str) -> list[int]:
+    try:
+        nodes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of node ids") from None
+    if not nodes:
+        raise argparse.ArgumentTypeError("no node given")
+    return nodes
 
 
 def _parse_partitions(items: list[str]) -> list[tuple[str, int]]:
@@ -171,7 +185,7 @@ async def _reassign(args: argparse.Namespace, partitions: list[tuple[str, int]])
     failed = 0
     try:
         for tp in partitions:
-            assignment, problem = reassign(image, tp, [args.to], unclean=args.unclean)
+            assignment, problem = reassign(image, tp, args.to, unclean=args.unclean)
             if assignment is None:
                 print(f"{tp[0]}-{tp[1]}: not moved: {problem}")
                 failed += 1
@@ -185,14 +199,15 @@ async def _reassign(args: argparse.Namespace, partitions: list[tuple[str, int]])
                 print(f"{tp[0]}-{tp[1]}: not moved: it changed while this command ran; run it again")
                 failed += 1
                 continue
-            print(f"{tp[0]}-{tp[1]}: moving to node {args.to}" + (" (unclean: empty log)" if args.unclean else ""))
+            where = f"node {args.to[0]}" if len(args.to) == 1 else f"nodes {','.join(map(str, args.to))}"
+            print(f"{tp[0]}-{tp[1]}: moving to {where}" + (" (unclean: empty log)" if args.unclean else ""))
         if args.wait > 0 and not failed:
             deadline = time.monotonic() + args.wait
             while True:
                 _, image = await _image(args.etcd, args.cluster_name)
                 pending = [tp for tp in partitions
-                           if (leader := image.leader_of(tp)) is None or leader.leader != args.to
-                           or image.assignments[tp].moving]
+                           if (leader := image.leader_of(tp)) is None or leader.leader not in args.to
+                           or image.assignments[tp].moving or set(image.assignments[tp].replicas) != set(args.to)]
                 if not pending:
                     print("every move completed")
                     break

@@ -89,6 +89,13 @@ class Assignment:
 
     While it moves, ``replicas`` holds the old and the new replicas together; ``adding`` are
     the new ones still copying, ``removing`` the old ones that go once the move completes.
+
+    A move from one replica to one other is a **copy and handover** (``single_move``): the
+    new replica copies the log aside and takes over from a frozen leader. Any other move is
+    Kafka's reassignment of a replicated partition: the adding replicas follow the leader
+    like any follower, join the ISR once caught up, and the controller then completes the
+    move (the replicas become the target, the ISR loses the removed ones, and a leader that
+    is removed gives its place to an in-sync target replica).
     """
 
     replicas: tuple[int, ...]
@@ -98,6 +105,16 @@ class Assignment:
     @property
     def moving(self) -> bool:
         return bool(self.adding or self.removing)
+
+    @property
+    def original(self) -> tuple[int, ...]:
+        """The replicas from before any move."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def single_move(self) -> bool:
+        """A single-replica partition moving to one other node: copied, then handed over."""
+        return self.moving and len(self.target) == 1 and len(self.original) == 1
 
     @property
     def target(self) -> tuple[int, ...]:

@@ -61,6 +61,7 @@ from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.consumer_offsets import partition_for
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import fetching_replica
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import (
     REPLICA_COPIES_DIR,
@@ -129,6 +130,9 @@ class ClusterNode:
         self._synced_version = -1
         self._swept = False
         self._live_since = (frozenset[int](), 0.0)
+        #: This node's broker epoch: the etcd revision of its current registration (-1: none yet).
+        self.registration_epoch = -1
+        self._topic_ids: tuple[int, dict[uuid.UUID, str]] = (-1, {})
         # Metrics, read at scrape time.
         self.moves_in = 0
         self.moves_out = 0
@@ -157,8 +161,9 @@ class ClusterNode:
         router.routing = lambda request: decide(request.header.api_key, request.header.api_version,
                                                 request.body, directory)
         data_fetch = router.handlers[ApiKey.FETCH]
-        router.register(ApiKey.FETCH, lambda r, peer: self._replica_fetch(r) if r.body.get("replica_id", -1) >= 0
+        router.register(ApiKey.FETCH, lambda r, peer: self._replica_fetch(r) if fetching_replica(r.body) >= 0
                         else data_fetch(r, peer))
+        router.topic_name = self._topic_name
         init_producer_id = router.handlers[ApiKey.INIT_PRODUCER_ID]
         router.register(ApiKey.INIT_PRODUCER_ID, lambda r, peer: self._cluster_producer_id(r, init_producer_id(r, peer)))
         from broker.handlers import topics as topic_handlers
@@ -184,6 +189,7 @@ class ClusterNode:
             nursery.start_soon(self._reconcile_loop)
             nursery.start_soon(self._controller_loop)
             nursery.start_soon(self.replicator.run)
+            nursery.start_soon(self.replicator.checkpoint_loop)
             log.info("node %d joined cluster %s (etcd %s)", self.node_id, self.config["cluster.name"],
                      ",".join(self.endpoints))
             task_status.started()
@@ -194,6 +200,8 @@ class ClusterNode:
             # Stop the node's tasks first: the lease renewal would otherwise find the lease
             # revoked below and register again, with the client closed below.
             self._nursery.cancel_scope.cancel()
+        # A clean stop saves the high watermarks, so the next start serves up to them at once.
+        self.replicator.save_high_watermarks()
         lease_id = self.lease.lease_id
         self.lease.lost()
         if lease_id:
@@ -260,6 +268,7 @@ class ClusterNode:
             result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, self._node_info().encode(), lease_id)])
             if result.succeeded:
                 self.lease.granted(lease_id, ttl, sent)
+                self.registration_epoch = result.revision
                 break
             await self.etcd.revoke(lease_id)
             if not waited:
@@ -418,6 +427,18 @@ class ClusterNode:
                 parsed = parse_partition_dir(name)
                 if parsed is not None:
                     self.staged.add((parsed[0], parsed[1]))
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """A topic's name by its id (Fetch v13+), ``__consumer_offsets`` included."""
+        version, names = self._topic_ids
+        if version != self.image.version:
+            names = {info.topic_id: name for name, info in self.image.topics.items()}
+            self._topic_ids = (self.image.version, names)
+        return names.get(topic_id)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        info = self.image.topics.get(name)
+        return None if info is None else info.topic_id
 
     def _local_log(self, tp: TopicPartition) -> PartitionLog | None:
         if tp[0] == COORDINATOR_TOPIC:
@@ -635,9 +656,11 @@ class ClusterNode:
                     if client is None or (client.host, client.port) != endpoint:
                         if client is not None:
                             await client.aclose()
-                        client = ReplicaClient(endpoint[0], endpoint[1], self.node_id)
+                        client = ReplicaClient(endpoint[0], endpoint[1], self.node_id, self.registration_epoch)
+                    client.replica_epoch = self.registration_epoch  # a new one after a lost lease
                     try:
-                        fetched = await client.fetch(name, index, copy.next_offset, leadership.epoch)
+                        fetched = await client.fetch(name, index, copy.next_offset, leadership.epoch,
+                                                     topic_id=topic.topic_id)
                     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                         log.debug("copy of %s-%d: %s", *tp, exc)
                         await trio.sleep(0.2)
@@ -686,7 +709,9 @@ class ClusterNode:
     def _replica_fetch_once(self, request: Request) -> tuple[dict[str, Any], bool, bool]:
         """(reply, some partition has records, some partition has an error or a divergence)."""
         body = request.body
-        replica = int(body.replica_id)
+        replica = fetching_replica(body)
+        state = body.get("replica_state")
+        replica_epoch = -1 if state is None else int(state.get("replica_epoch", -1))
         now = self.clock()
         responses = []
         has_records = settled = False
@@ -696,7 +721,7 @@ class ClusterNode:
                 tp = (topic.topic, part.partition)
                 plog = self._local_log(tp)
                 if tp in self.replicator.leaders and plog is not None and self.lease.valid(now):
-                    found = self.replicator.serve_fetch(tp, part, replica, plog)
+                    found = self.replicator.serve_fetch(tp, part, replica, plog, replica_epoch)
                     has_records = has_records or bool(found["records"])
                     settled = settled or bool(found["error_code"]) or "diverging_epoch" in found
                     partitions.append(found)
@@ -727,7 +752,7 @@ class ClusterNode:
                 if handover is not None:
                     handover.answered(end)
                 partitions.append(entry)
-            responses.append({"topic": topic.topic, "partitions": partitions})
+            responses.append({"topic": topic.topic, "topic_id": topic.get("topic_id"), "partitions": partitions})
         return ({"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses},
                 has_records, settled)
 
@@ -765,11 +790,13 @@ class ClusterNode:
             result = await self.etcd.txn(
                 [Compare(leader_key, "MOD", leadership.epoch),
                  Compare(assignment_key, "MOD", self.image.revision_of(assignment_key))],
-                [Delete(leader_key), Put(assignment_key, done.encode())])
+                [Delete(leader_key), Put(assignment_key, done.encode()),
+                 Put(self.keys.isr(*tp), encode_isr(done.replicas))])  # the copy holds the whole log
             if not result.succeeded:
                 raise EtcdError("the partition changed under the handover")
             self.image.apply(leader_key, None, result.revision)
             self.image.apply(assignment_key, done.encode(), result.revision)
+            self.image.apply(self.keys.isr(*tp), encode_isr(done.replicas), result.revision)
             self.moves_out += 1
             log.info("handed %s-%d over to node %d", *tp, handover.target)
             self._unlead(tp)
@@ -812,6 +839,7 @@ class ClusterNode:
             result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
             if result.succeeded:
                 image.apply(key, info.encode(), result.revision)
+        await self._complete_reassignments()
         changes = rules.place_missing(image)
         live = frozenset(image.nodes)
         if live != self._live_since[0]:
@@ -836,6 +864,38 @@ class ClusterNode:
                     image.apply(self.keys.isr(*change.tp), encode_isr(change.isr), result.revision)
                 log.info("controller: %s-%d -> %s (%s)", *change.tp, list(change.assignment.replicas), change.why)
         if changes:
+            self._wake()
+
+    async def _complete_reassignments(self) -> None:
+        """Reassignments of replicated partitions whose target replicas are all in sync become
+        their target: one compare-and-set on the assignment and the ISR it read, and, when
+        the leader is being removed, on its leader key, which goes in the same transaction so
+        that an in-sync target replica is elected (Kafka's controller elects a new leader when
+        the current one leaves the replicas)."""
+        image = self.image
+        for change in rules.complete_reassignments(image):
+            tp = change.tp
+            assignment_key, isr_key, leader_key = self.keys.assignment(*tp), self.keys.isr(*tp), self.keys.leader(*tp)
+            compares = [Compare(assignment_key, "MOD", image.revision_of(assignment_key)),
+                        Compare(isr_key, "MOD", image.revision_of(isr_key))]
+            assert change.isr is not None
+            ops: list[Put | Delete] = [Put(assignment_key, change.assignment.encode()),
+                                       Put(isr_key, encode_isr(change.isr))]
+            leadership = image.leaders.get(tp)
+            stepping_down = leadership is not None and leadership.leader not in change.assignment.replicas
+            if stepping_down:
+                assert leadership is not None
+                compares.append(Compare(leader_key, "MOD", leadership.epoch))
+                ops.append(Delete(leader_key))
+            result = await self.etcd.txn(compares, ops)
+            if not result.succeeded:
+                return  # the image was stale: the watch brings the news, and the next pass decides again
+            image.apply(assignment_key, change.assignment.encode(), result.revision)
+            image.apply(isr_key, encode_isr(change.isr), result.revision)
+            if stepping_down:
+                image.apply(leader_key, None, result.revision)
+            log.info("controller: %s-%d -> %s (%s%s)", *tp, list(change.assignment.replicas), change.why,
+                     "; its leader steps down" if stepping_down else "")
             self._wake()
 
     # ================================================================ requests the cluster answers

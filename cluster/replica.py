@@ -1,14 +1,17 @@
-"""Copying a partition's log from its leader over the Kafka protocol: Fetch as a replica.
+"""Fetch as a replica, over the Kafka protocol: how a follower (and a node copying a
+partition it is being moved to) reads a leader's log.
 
-A node that is being added to a partition connects to the leader's inter-broker listener
-and sends Fetch requests carrying its own node id as ``replica_id``, exactly as a Kafka
-follower does. The leader answers from its log (``cluster.node``'s replica path), and the
-batches go into a ``storage.replica_copy.LogCopy``.
+The client connects to the leader's inter-broker listener, asks its ApiVersions once per
+connection, and sends Fetch at the highest version both sides support, as a Kafka
+follower's NetworkClient does: up to v14 its node id travels as ``replica_id``, from v15
+in ``replica_state`` with its broker epoch (KIP-903), and from v13 the topic is named by
+its id (KIP-516). The leader answers from its log (``cluster.node``'s replica path).
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +20,14 @@ import trio
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ProtocolError
+from protocol.messages import REQUESTS
 
-FETCH_VERSION = 12
+#: The Fetch versions this client speaks: from v12 (diverging epochs, KIP-279) to the newest declared.
+FETCH_VERSIONS = (12, REQUESTS[ApiKey.FETCH].max_version)
+#: KIP-516: from this version a Fetch names its topics by id.
+FETCH_BY_TOPIC_ID = 13
+#: KIP-903: from this version the replica's id travels in ``replica_state``.
+FETCH_REPLICA_STATE = 15
 CLIENT_ID = "kcoord-replica"
 _SIZE = struct.Struct(">i")
 
@@ -36,10 +45,14 @@ class Fetched:
 class ReplicaClient:
     """One connection from a replica to a leader; one request at a time."""
 
-    def __init__(self, host: str, port: int, replica_id: int) -> None:
+    def __init__(self, host: str, port: int, replica_id: int, replica_epoch: int = -1) -> None:
         self.host = host
         self.port = port
         self.replica_id = replica_id
+        #: This node's broker epoch: the etcd revision of its registration (KIP-903's ReplicaEpoch).
+        self.replica_epoch = replica_epoch
+        #: The Fetch version for this connection, agreed through ApiVersions (None: not asked yet).
+        self.fetch_version: int | None = None
         self._stream: trio.SocketStream | None = None
         self._correlation = 0
         self._buffer = bytearray()
@@ -50,6 +63,7 @@ class ReplicaClient:
         return self._stream
 
     async def aclose(self) -> None:
+        self.fetch_version = None
         if self._stream is not None:
             stream, self._stream = self._stream, None
             with trio.CancelScope(shield=True):
@@ -84,19 +98,37 @@ class ReplicaClient:
             raise trio.BrokenResourceError(f"correlation id {correlation}, expected {self._correlation}")
         return reply
 
+    async def negotiate(self) -> int:
+        """The highest Fetch version this client and the leader both support (ApiVersions v0)."""
+        if self.fetch_version is None:
+            reply = await self.request(ApiKey.API_VERSIONS, 0, {})
+            theirs = next(((int(a.min_version), int(a.max_version)) for a in reply.api_keys
+                           if int(a.api_key) == ApiKey.FETCH), None)
+            if reply.error_code or theirs is None or theirs[1] < FETCH_VERSIONS[0]:
+                raise trio.BrokenResourceError(f"the leader serves Fetch {theirs}, a replica needs v12 or later")
+            self.fetch_version = min(FETCH_VERSIONS[1], theirs[1])
+        return self.fetch_version
+
     async def fetch(self, topic: str, partition: int, offset: int, leader_epoch: int,
-                    max_bytes: int = 1 << 20, last_fetched_epoch: int = -1, max_wait_ms: int = 0) -> Fetched:
+                    max_bytes: int = 1 << 20, last_fetched_epoch: int = -1, max_wait_ms: int = 0,
+                    topic_id: uuid.UUID | None = None) -> Fetched:
         """One partition's fetch from ``offset``; with ``max_wait_ms``, the leader holds it until
         it has records (a follower's long poll), else it answers at once."""
-        reply = await self.request(ApiKey.FETCH, FETCH_VERSION, {
+        version = await self.negotiate()
+        if topic_id is None:
+            version = min(version, FETCH_BY_TOPIC_ID - 1)
+        body: dict[str, Any] = {
             "replica_id": self.replica_id, "max_wait_ms": max_wait_ms, "min_bytes": 1 if max_wait_ms else 0,
             "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [{
+            "topics": [{"topic": topic, "topic_id": topic_id, "partitions": [{
                 "partition": partition, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
                 "last_fetched_epoch": last_fetched_epoch, "log_start_offset": -1,
                 "partition_max_bytes": max_bytes}]}],
             "forgotten_topics_data": [], "rack_id": "",
-        })
+        }
+        if version >= FETCH_REPLICA_STATE:
+            body["replica_state"] = {"replica_id": self.replica_id, "replica_epoch": self.replica_epoch}
+        reply = await self.request(ApiKey.FETCH, version, body)
         if reply.error_code:
             return Fetched(int(reply.error_code), -1, -1, b"")
         for topic_reply in reply.responses:

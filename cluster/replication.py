@@ -65,6 +65,9 @@ class LeaderState:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     #: An ISR change written to etcd and not yet confirmed.
     pending_isr: frozenset[int] | None = None
+    #: The ISR lost replicas that are no longer assigned (a cancelled reassignment): etcd's
+    #: ISR may still name them, so the next look writes it.
+    isr_stale: bool = False
     _waiting: list[tuple[int, int, Done]] = field(default_factory=list)
 
     @classmethod
@@ -134,11 +137,26 @@ class LeaderState:
                     and follower.end_offset >= self.epoch_start_offset):
                 wanted.add(replica)
         found = frozenset(wanted)
-        return None if found == self.isr else found
+        return None if found == self.isr and not self.isr_stale else found
+
+    def set_replicas(self, replicas: tuple[int, ...]) -> None:
+        """The assignment changed (a reassignment started or completed): replicas that were
+        removed leave the ISR at once (the controller wrote that ISR with the assignment),
+        and added ones are followers that have not fetched yet."""
+        self.replicas = replicas
+        kept = frozenset(r for r in self.isr if r in replicas or r == self.me)
+        if kept != self.isr:
+            self.isr = kept
+            self.isr_stale = True
+            if self.pending_isr is not None:
+                self.pending_isr = frozenset(r for r in self.pending_isr if r in replicas or r == self.me)
+        for replica in [r for r in self.followers if r not in replicas]:
+            del self.followers[replica]
 
     def isr_written(self, isr: frozenset[int]) -> None:
         self.isr = isr
         self.pending_isr = None
+        self.isr_stale = False
 
     def lagging(self, log_end: int) -> dict[int, int]:
         """Records each replica is behind the leader's log end (-1: it has not fetched yet)."""

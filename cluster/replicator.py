@@ -18,6 +18,12 @@ deposed leader cannot change it.
 
 A partition with a single replica is not replicated: it is served as before, every append
 readable and acknowledged once durable.
+
+The high watermarks of the replicated partitions the node holds are saved every
+``replica.high.watermark.checkpoint.interval.ms`` and when the node stops
+(``storage.hw_checkpoint``, Kafka's ``replication-offset-checkpoint``). A log opened again
+as a leader or a follower starts its high watermark at the smaller of the saved one and its
+log end, as Kafka's replica does.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from cluster.model import COORDINATOR_TOPIC, ClusterImage, Keys, TopicPartition,
 from cluster.replica import ReplicaClient
 from cluster.replication import LeaderState, divergence
 from protocol.errors import ErrorCode
+from storage.hw_checkpoint import HighWatermarkCheckpoint
 from storage.partition import CorruptLogError, PartitionLog
 
 
@@ -43,7 +50,10 @@ class Node(Protocol):
     """What replication uses of its node (``cluster.node.ClusterNode``)."""
 
     config: Any
+    data_dir: Any
+    fs: Any
     node_id: int
+    registration_epoch: int
     image: ClusterImage
     keys: Keys
     etcd: EtcdClient
@@ -55,6 +65,8 @@ class Node(Protocol):
     def clock(self) -> float: ...
 
     def _local_log(self, tp: TopicPartition) -> PartitionLog | None: ...
+
+    def topic_id(self, name: str) -> Any: ...
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> None: ...
 
@@ -80,6 +92,10 @@ class Replicator:
         self.followers: dict[TopicPartition, tuple[tuple[int, int], trio.CancelScope]] = {}
         self.appended_event = trio.Event()
         self._isr_wake = trio.Event()
+        self.checkpoint_interval_s = config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        self.checkpoint = HighWatermarkCheckpoint(node.data_dir, node.fs)
+        #: The high watermarks of the last checkpoint read or written (None: not read yet).
+        self._saved: dict[TopicPartition, int] | None = None
         # Metrics.
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -108,9 +124,10 @@ class Replicator:
     # ================================================================ leading
 
     def replicated(self, tp: TopicPartition) -> bool:
-        """The partition has (or is growing to) more than one replica and is not moving."""
+        """The partition has (or is growing or being reassigned to) more than one replica, and
+        is not a single replica being copied to another node."""
         assignment = self.node.image.assignments.get(tp)
-        return assignment is not None and len(assignment.replicas) > 1 and not assignment.moving
+        return assignment is not None and len(assignment.replicas) > 1 and not assignment.single_move
 
     def lead(self, tp: TopicPartition, epoch: int, plog: PartitionLog, serving_before: bool) -> None:
         """This node leads ``tp`` at ``epoch`` from ``plog``: stamp its batches, keep its ISR."""
@@ -118,14 +135,20 @@ class Replicator:
         state = self.leaders.get(tp)
         if state is not None and state.epoch == epoch:
             assignment = self.node.image.assignments.get(tp)
-            if assignment is not None:
-                state.replicas = assignment.replicas
+            if assignment is not None and assignment.replicas != state.replicas:
+                state.set_replicas(assignment.replicas)
+                self._advance(tp, state, plog)
+                self._isr_wake.set()
             return
         if state is not None:
             self.stop_leading(tp)
         if not self.replicated(tp):
+            # One replica (a replicated partition reassigned to this node alone, say): every
+            # record it has is readable, whatever high watermark it kept as a follower.
+            plog.set_high_watermark(None)
             return
         image = self.node.image
+        self.restore_high_watermark(tp, plog)
         known = plog.replicated_high_watermark
         start_hw = plog.next_offset if serving_before else (known if known is not None else plog.log_start_offset)
         state = LeaderState.begin(self.node.node_id, epoch, image.assignments[tp].replicas, image.isr_of(tp),
@@ -186,8 +209,13 @@ class Replicator:
 
     # ---------------------------------------------------------------- a follower's fetch, answered
 
-    def serve_fetch(self, tp: TopicPartition, part: Any, replica: int, plog: PartitionLog) -> dict[str, Any]:
-        """One partition of a follower's Fetch: its position noted, records or a diverging epoch."""
+    def serve_fetch(self, tp: TopicPartition, part: Any, replica: int, plog: PartitionLog,
+                    replica_epoch: int = -1) -> dict[str, Any]:
+        """One partition of a follower's Fetch: its position noted, records or a diverging epoch.
+
+        A fetch that carries a broker epoch (Fetch v15+, KIP-903) older than the replica's
+        registration in etcd comes from a process that has since restarted (its disk may be
+        gone): it is answered, but does not count toward the replica's place in the ISR."""
         state = self.leaders[tp]
         entry: dict[str, Any] = {"partition_index": part.partition, "error_code": 0, "high_watermark": -1,
                                  "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -213,8 +241,10 @@ class Replicator:
             entry.update(error_code=int(ErrorCode.OFFSET_OUT_OF_RANGE), high_watermark=state.high_watermark,
                          log_start_offset=start)
             return entry
-        state.on_fetch(replica, offset, end, self.node.clock())
-        self._advance(tp, state, plog)
+        registered = self.node.image.revision_of(self.node.keys.node(replica))
+        if not (0 <= replica_epoch < registered):
+            state.on_fetch(replica, offset, end, self.node.clock())
+            self._advance(tp, state, plog)
         if state.wanted_isr(self.node.clock(), self.lag_s) is not None:
             self._isr_wake.set()
         entry.update(high_watermark=state.high_watermark, last_stable_offset=state.high_watermark,
@@ -241,6 +271,10 @@ class Replicator:
         isr_key = node.keys.isr(*tp)
         leader_key = node.keys.leader(*tp)
         value = encode_isr(wanted)
+        if frozenset(node.image.isrs.get(tp, ())) == wanted:
+            # etcd has it already (the controller wrote it with a completed reassignment).
+            state.isr_written(wanted)
+            return
         state.pending_isr = wanted
         try:
             result = await node.etcd.txn(
@@ -300,8 +334,9 @@ class Replicator:
                 if plog is None:
                     return
                 plog.leader_epoch = -1
-                log.info("following %s-%d from node %d at epoch %d (log end %d)", *tp, leader, epoch,
-                         plog.next_offset)
+                self.restore_high_watermark(tp, plog)
+                log.info("following %s-%d from node %d at epoch %d (log end %d, high watermark %s)", *tp, leader,
+                         epoch, plog.next_offset, plog.replicated_high_watermark)
                 while True:
                     info = node.image.nodes.get(leader)
                     endpoint = None if info is None else info.endpoint(node.inter_broker or "")
@@ -309,12 +344,14 @@ class Replicator:
                         await trio.sleep(0.1)
                         continue
                     if client is None:
-                        client = ReplicaClient(endpoint[0], endpoint[1], node.node_id)
+                        client = ReplicaClient(endpoint[0], endpoint[1], node.node_id, node.registration_epoch)
+                    client.replica_epoch = node.registration_epoch  # a new one after a lost lease
                     try:
                         with trio.fail_after(FOLLOWER_WAIT_MS / 1000 + 5):
                             fetched = await client.fetch(name, index, plog.next_offset, epoch,
                                                          last_fetched_epoch=plog.latest_epoch,
-                                                         max_wait_ms=FOLLOWER_WAIT_MS)
+                                                         max_wait_ms=FOLLOWER_WAIT_MS,
+                                                         topic_id=node.topic_id(name))
                     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
                         log.debug("fetching %s-%d from node %d: %r", *tp, leader, exc)
                         await client.aclose()
@@ -375,6 +412,58 @@ class Replicator:
         plog.append_replicated(records)
         if self.durable:
             plog.flush()
+
+    # ================================================================ the high watermark checkpoint
+
+    def _saved_high_watermarks(self) -> dict[TopicPartition, int]:
+        if self._saved is None:
+            self._saved = self.checkpoint.read()
+        return self._saved
+
+    def restore_high_watermark(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        """A log opened again starts at the saved high watermark, capped at its log end
+        (Kafka: ``min(checkpoint, logEndOffset)``); one that already has one keeps it."""
+        saved = self._saved_high_watermarks().get(tp)
+        if plog.replicated_high_watermark is None and saved is not None:
+            plog.set_high_watermark(max(min(saved, plog.next_offset), plog.log_start_offset))
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        """What the next checkpoint holds: each led or followed partition's high watermark, and
+        the saved one of every partition this node still holds a replica of but does not
+        serve now (a replica waiting for a leader keeps what it had)."""
+        image = self.node.image
+        me = self.node.node_id
+        out: dict[TopicPartition, int] = {}
+        for tp, offset in self._saved_high_watermarks().items():
+            assignment = image.assignments.get(tp)
+            if not image.assignments or (assignment is not None and me in assignment.replicas):
+                out[tp] = offset
+        for tp in set(self.leaders) | set(self.followers):
+            plog = self.node._local_log(tp)
+            found = None if plog is None else plog.replicated_high_watermark
+            if plog is not None and found is not None:
+                out[tp] = min(found, plog.next_offset)
+        return out
+
+    def save_high_watermarks(self, current: dict[TopicPartition, int] | None = None) -> None:
+        """Write the checkpoint (blocking file I/O: from a thread, or at shutdown)."""
+        if current is None:
+            current = self.high_watermarks()
+        try:
+            self.checkpoint.write(current)
+        except OSError as exc:
+            log.warning("could not write %s: %s", self.checkpoint.path, exc)
+            return
+        self._saved = current
+
+    async def checkpoint_loop(self) -> None:
+        """Kafka's ReplicaManager.checkpointHighWatermarks, every
+        ``replica.high.watermark.checkpoint.interval.ms``. The high watermarks are read here,
+        where the partitions change; only the write runs in a thread."""
+        while True:
+            await trio.sleep(self.checkpoint_interval_s)
+            current = self.high_watermarks()
+            await trio.to_thread.run_sync(self.save_high_watermarks, current)
 
     # ================================================================ tools
 

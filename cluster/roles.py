@@ -32,12 +32,14 @@ def elected(image: ClusterImage, tp: TopicPartition, unclean: bool = False) -> i
     """The replica that should lead a partition nobody leads (Kafka's
     PartitionLeaderElectionAlgorithms.offlinePartitionLeaderElection): the first live
     replica, in assignment order, that is in the ISR; with ``unclean``, else the first live
-    replica at all. A replica being added by a move never leads; a partition with a single
-    replica is led by it. None: the partition stays offline."""
+    replica at all. A replica being added by a copy (``single_move``) never leads; one added
+    by a reassignment of a replicated partition may once it is in the ISR. A partition with a
+    single replica is led by it. None: the partition stays offline."""
     assignment = image.assignments.get(tp)
     if assignment is None:
         return None
-    candidates = [r for r in assignment.replicas if r not in assignment.adding and image.live(r)]
+    candidates = [r for r in assignment.replicas
+                  if image.live(r) and not (assignment.single_move and r in assignment.adding)]
     if len(assignment.target) == 1 and not assignment.moving:
         return candidates[0] if candidates else None
     isr = image.isr_of(tp)
@@ -56,13 +58,13 @@ def role(image: ClusterImage, me: int, tp: TopicPartition, unclean: bool = False
         return Role.LEAD
     if assignment is None or me not in assignment.replicas:
         return Role.NONE
-    if me in assignment.adding:
+    if me in assignment.adding and assignment.single_move:
         return Role.COPY
     if leadership is None:
         if elected(image, tp, unclean_allowed(image, tp, unclean)) == me:
             return Role.CLAIM
         return Role.KEEP
-    if len(assignment.replicas) > 1 and not assignment.moving and image.live(leadership.leader):
+    if len(assignment.replicas) > 1 and not assignment.single_move and image.live(leadership.leader):
         return Role.FOLLOW
     return Role.KEEP
 
@@ -78,10 +80,10 @@ def roles(image: ClusterImage, me: int, unclean: bool = False) -> dict[TopicPart
 
 
 def handover_target(image: ClusterImage, me: int, tp: TopicPartition) -> int | None:
-    """The node this leader should hand the partition to: the first replica being added."""
+    """The node this leader should hand a single-replica partition to: the replica being added."""
     assignment = image.assignments.get(tp)
     leadership = image.leaders.get(tp)
-    if assignment is None or leadership is None or leadership.leader != me or not assignment.adding:
+    if assignment is None or leadership is None or leadership.leader != me or not assignment.single_move:
         return None
     return assignment.adding[0]
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import fetching_replica
 from security.gate import Body, Decision, Drop, Narrow, Refuse, copy_with, reply
 
 NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -72,17 +73,19 @@ def _epoch_error(d: Directory, topic: str, partition: int, asked: int) -> int:
 
 
 def _merge(field: str, partitions: str, name: str, extra: list[Any]) -> Callable[[Body], Body]:
-    """Amend a reply: the refused partitions join their topic's entry (or a new one)."""
+    """Amend a reply: the refused partitions join their topic's entry (or a new one). Topics
+    are matched by ``name``, which may be ``topic_id`` (a reply decoded from a long poll's
+    frame at Fetch v13+ has no names)."""
     def amend(body: Body) -> Body:
         topics = [copy_with(t) for t in body[field]]
-        by_name = {t[name]: t for t in topics}
+        by_name = {t.get(name): t for t in topics}
         for topic in extra:
-            existing = by_name.get(topic[name])
+            existing = by_name.get(topic.get(name))
             if existing is not None:
                 existing[partitions] = [*existing[partitions], *topic[partitions]]
             else:
                 topics.append(topic)
-                by_name[topic[name]] = topic
+                by_name[topic.get(name)] = topic
         return copy_with(body, **{field: topics})
     return amend
 
@@ -167,13 +170,15 @@ def _endpoints(d: Directory, nodes: set[int]) -> list[dict[str, Any]]:
 
 
 def _fetch(version: int, body: Body, d: Directory) -> Decision:
-    if body.get("replica_id", -1) >= 0:
+    if fetching_replica(body) >= 0:
         return None  # a replica's fetch: the cluster's own handler answers it
     api = ApiKey.FETCH
     kept, refused = _split(d, body.topics, "topic", "partitions", "partition",
                            _leader_check(d, "partition", "current_leader_epoch" if version >= 9 else None))
     if not refused:
         return None
+    leaders: set[int] = set()
+    ids = {t.topic: t.get("topic_id") for t in body.topics}  # v13+ (KIP-516): entries are matched by id
     errors = []
     for topic, parts in refused:
         entries = []
@@ -183,11 +188,26 @@ def _fetch(version: int, body: Body, d: Directory) -> Decision:
             if version >= 12 and error == NOT_LEADER:
                 leader, epoch = d.current_leader(topic, part.partition)
                 entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                if leader >= 0:
+                    leaders.add(leader)
             entries.append(entry)
-        errors.append(reply(api, version, "responses", topic=topic, partitions=entries))
+        errors.append(reply(api, version, "responses", topic=topic, partitions=entries,
+                            **({"topic_id": ids[topic]} if ids.get(topic) is not None else {})))
+    # v16+ (KIP-951): where the leaders named in current_leader are.
+    endpoints = _endpoints(d, leaders) if version >= 16 else []
     if not kept:
-        return Refuse(reply(api, version, throttle_time_ms=0, error_code=0, session_id=0, responses=errors))
-    return Narrow(copy_with(body, topics=kept), _merge("responses", "partitions", "topic", errors))
+        answer = reply(api, version, throttle_time_ms=0, error_code=0, session_id=0, responses=errors)
+        if endpoints:
+            answer["node_endpoints"] = endpoints
+        return Refuse(answer)
+    merge = _merge("responses", "partitions", "topic_id" if version >= 13 else "topic", errors)
+
+    def amend(reply_body: Body) -> Body:
+        out = merge(reply_body)
+        if endpoints:
+            out["node_endpoints"] = [*reply_body.get("node_endpoints", []), *endpoints]
+        return out
+    return Narrow(copy_with(body, topics=kept), amend)
 
 
 def _list_offsets(version: int, body: Body, d: Directory) -> Decision:

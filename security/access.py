@@ -20,6 +20,7 @@ from typing import Any
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import fetching_replica
 from security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from security.gate import Body, Decision, Drop, Gate, Narrow, Refuse, copy_with, reply
 
@@ -155,11 +156,15 @@ def _fetch(version: int, body: Body, gate: Gate) -> Decision:
     api = ApiKey.FETCH
 
     def failing(topics: list[Any], error: int) -> list[Any]:
-        return _partition_errors(api, version, topics, error, topic_path="responses", name="topic",
-                                 request_index="partition", high_watermark=-1, last_stable_offset=-1,
-                                 log_start_offset=-1, records=b"")
+        out = _partition_errors(api, version, topics, error, topic_path="responses", name="topic",
+                                request_index="partition", high_watermark=-1, last_stable_offset=-1,
+                                log_start_offset=-1, records=b"")
+        for entry, topic in zip(out, topics, strict=True):
+            if topic.get("topic_id") is not None:  # v13+ (KIP-516): the client matches entries by id
+                entry["topic_id"] = topic.topic_id
+        return out
 
-    if body.get("replica_id", -1) >= 0 and not gate.allowed(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER_NAME):
+    if fetching_replica(body) >= 0 and not gate.allowed(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER_NAME):
         return Refuse(reply(api, version, responses=failing(list(body.topics), TOPIC_FAILED)))
     allowed, denied = _split_topics(gate, Op.READ, body.topics, lambda t: t.topic)
     if not denied:

@@ -17,7 +17,9 @@ Everything kcoord keeps on disk lives under one data directory (docs/storage.md 
 - ``history/__consumer_offsets-<p>/``: segments the cleaner replaced, kept for the pipeline;
 - ``topics.json`` and ``producer_ids.json``: the topic catalogue and the producer-id block;
 - ``__kcoord_security-0/``: SCRAM credentials and ACLs, a compacted log of segment files;
-- ``__kcoord_group_configs-0/``: the groups' own configs (GROUP config resources), likewise.
+- ``__kcoord_group_configs-0/``: the groups' own configs (GROUP config resources), likewise;
+- ``replication-offset-checkpoint``: a cluster node's high watermark of each replicated
+  partition it holds (``storage.hw_checkpoint``, Kafka's file of the same name).
 
 The broker, the storage engine and the pipeline all build paths through these functions,
 so a name changes here or nowhere.
@@ -41,6 +43,7 @@ __all__ = [
     "PARTITION_COUNT_FILE",
     "PRODUCER_IDS_FILE",
     "PRODUCER_STATE_FILE",
+    "REPLICATION_CHECKPOINT_FILE",
     "SECURITY_TOPIC",
     "SEGMENT_SUFFIX",
     "SWAP_SUFFIX",
@@ -64,6 +67,7 @@ __all__ = [
     "partition_dir",
     "producer_ids_file",
     "producer_state_file",
+    "replication_checkpoint_file",
     "security_partition_dir",
     "segment_name",
     "temp_file",
@@ -86,6 +90,8 @@ PRODUCER_STATE_FILE = "producer-state.checkpoint"
 HISTORY_DIR = "history"
 TOPICS_FILE = "topics.json"
 PRODUCER_IDS_FILE = "producer_ids.json"
+#: A cluster node's high watermarks (Kafka's ReplicaManager.HighWatermarkFilename).
+REPLICATION_CHECKPOINT_FILE = "replication-offset-checkpoint"
 #: The log of SCRAM credentials and ACLs (one partition).
 SECURITY_TOPIC = "__kcoord_security"
 GROUP_CONFIGS_TOPIC = "__kcoord_group_configs"
@@ -129,6 +135,11 @@ def topics_file(data_dir: Path) -> Path:
 
 def producer_ids_file(data_dir: Path) -> Path:
     return Path(data_dir) / PRODUCER_IDS_FILE
+
+
+def replication_checkpoint_file(data_dir: Path) -> Path:
+    """Where a cluster node saves the high watermark of every replicated partition it holds."""
+    return Path(data_dir) / REPLICATION_CHECKPOINT_FILE
 
 
 def temp_file(path: Path) -> Path:

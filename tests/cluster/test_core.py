@@ -157,7 +157,9 @@ def test_operator_reassignment_rules() -> None:
     assert reassign(image, ("t", 0), [2])[0] == Assignment((2, 1), adding=(2,), removing=(1,))
     assert "already on node 1" in (reassign(image, ("t", 0), [1])[1] or "")
     assert "not alive" in (reassign(image, ("t", 0), [5])[1] or "")
-    assert "exactly one replica" in (reassign(image, ("t", 0), [1, 2])[1] or "")
+    # More than one target replica: the partition becomes replicated (a reassignment, not a copy).
+    assert reassign(image, ("t", 0), [1, 2])[0] == Assignment((1, 2), adding=(2,))
+    assert "distinct" in (reassign(image, ("t", 0), [2, 2])[1] or "")
     assert "does not exist" in (reassign(image, ("u", 0), [1])[1] or "")
     assert "live leader" in (reassign(image, ("t", 0), [2], unclean=True)[1] or "")
 

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import uuid
 
-from cluster.assignment import grow_replicas, place, place_missing
+from cluster.assignment import (
+    complete_reassignments,
+    completed_reassignment,
+    grow_replicas,
+    place,
+    place_missing,
+    reassign,
+)
 from cluster.model import Assignment, ClusterImage, Keys, Leadership, NodeInfo, TopicInfo, encode_isr
 from cluster.replication import LeaderState, divergence
-from cluster.roles import Role, elected, role
+from cluster.roles import Role, elected, handover_target, role
 from protocol.errors import ErrorCode
 
 KEYS = Keys("test")
@@ -114,3 +121,73 @@ def test_a_follower_cuts_its_log_at_the_leaders_end_of_the_diverging_epoch() -> 
     # The leader has no epoch 4: it answers epoch 3 ending at 5; the follower's epoch 3 ends at 6.
     assert divergence(3, 5, local_end_for_epoch=(3, 6), log_end=8) == 5
     assert divergence(3, 5, local_end_for_epoch=(2, 4), log_end=8) == 4
+
+
+# ---------------------------------------------------------------------- reassigning a replicated partition
+
+
+def test_a_replicated_reassignment_adds_the_target_replicas_as_followers_and_removes_the_others_later() -> None:
+    image = image_of([1, 2, 3, 4], (1, 2, 3), isr=(1, 2, 3), leader=1)
+    assignment, problem = reassign(image, ("t", 0), [4, 2, 3])
+    assert problem is None and assignment == Assignment((4, 2, 3, 1), adding=(4,), removing=(1,))
+    assert not assignment.single_move
+    image.apply(KEYS.assignment("t", 0), assignment.encode(), 10)
+    # The new replica follows the leader like any follower (no copy, no handover); the one
+    # being removed goes on following, and the leader goes on leading.
+    assert [role(image, n, ("t", 0)) for n in (1, 2, 3, 4)] == [Role.LEAD, Role.FOLLOW, Role.FOLLOW, Role.FOLLOW]
+    assert handover_target(image, 1, ("t", 0)) is None
+    assert completed_reassignment(image, ("t", 0)) is None  # node 4 is not in sync yet
+
+
+def test_a_reassignment_completes_once_every_target_replica_is_in_sync() -> None:
+    image = image_of([1, 2, 3, 4], (4, 2, 3, 1), isr=(1, 2, 3, 4), leader=1)
+    image.apply(KEYS.assignment("t", 0), Assignment((4, 2, 3, 1), adding=(4,), removing=(1,)).encode(), 10)
+    change = completed_reassignment(image, ("t", 0))
+    assert change is not None
+    assert change.assignment == Assignment((4, 2, 3)) and change.isr == (2, 3, 4)
+    assert complete_reassignments(image) == [change]
+    # Written, and the removed leader's key deleted with it: an in-sync target replica, the
+    # first in assignment order, is elected; node 1 holds nothing any more.
+    image.apply(KEYS.assignment("t", 0), change.assignment.encode(), 11)
+    image.apply(KEYS.isr("t", 0), encode_isr(change.isr), 11)
+    image.apply(KEYS.leader("t", 0), None, 11)
+    assert elected(image, ("t", 0)) == 4
+    assert role(image, 4, ("t", 0)) is Role.CLAIM and role(image, 1, ("t", 0)) is Role.NONE
+
+
+def test_an_in_sync_added_replica_may_lead_but_a_copy_never_does() -> None:
+    image = image_of([2, 4], (4, 2, 3, 1), isr=(1, 4), leader=None)
+    image.apply(KEYS.assignment("t", 0), Assignment((4, 2, 3, 1), adding=(4,), removing=(1,)).encode(), 10)
+    assert elected(image, ("t", 0)) == 4
+    single = image_of([1, 2], (2, 1), isr=(1,), leader=None, rf=1)
+    single.apply(KEYS.assignment("t", 0), Assignment((2, 1), adding=(2,), removing=(1,)).encode(), 10)
+    assert single.assignments[("t", 0)].single_move and elected(single, ("t", 0)) != 2
+
+
+def test_a_reassignment_sent_back_to_the_original_replicas_is_cancelled() -> None:
+    image = image_of([1, 2, 3, 4], (1, 2, 3), isr=(1, 2, 3), leader=1)
+    image.apply(KEYS.assignment("t", 0), Assignment((4, 2, 3, 1), adding=(4,), removing=(1,)).encode(), 10)
+    assignment, problem = reassign(image, ("t", 0), [1, 2, 3])
+    assert problem is None and assignment is not None and set(assignment.replicas) == {1, 2, 3}
+    assert not assignment.moving
+    assert "already moving" in (reassign(image, ("t", 0), [2, 3, 4, 1])[1] or "")
+
+
+def test_the_leader_drops_removed_replicas_from_its_isr_and_high_watermark_at_once() -> None:
+    state = LeaderState.begin(1, 5, (1, 2, 3), (1, 2, 3), log_end=10, high_watermark=4, now=0.0)
+    state.on_fetch(2, 10, 10, 1.0)
+    state.advance(10)
+    assert state.high_watermark == 4  # node 3 has not fetched
+    state.set_replicas((1, 2))  # the reassignment completed without node 3
+    assert state.isr == frozenset({1, 2}) and 3 not in state.followers
+    state.advance(10)
+    assert state.high_watermark == 10
+
+
+def test_a_cancelled_reassignment_makes_the_leader_write_its_isr_without_the_added_replica() -> None:
+    state = LeaderState.begin(1, 5, (4, 2, 1), (1, 2, 4), log_end=10, high_watermark=10, now=0.0)
+    assert state.wanted_isr(0.5, 2.0) is None
+    state.set_replicas((2, 1))  # the move to 4 was cancelled after 4 had joined the ISR
+    assert state.wanted_isr(0.5, 2.0) == frozenset({1, 2})
+    state.isr_written(frozenset({1, 2}))
+    assert state.wanted_isr(0.5, 2.0) is None

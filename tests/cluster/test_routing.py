@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from construct import Container
@@ -99,6 +100,45 @@ def test_fetch_names_the_current_leader_and_checks_the_clients_epoch() -> None:
     assert errors[("t", 1)]["error_code"] == NOT_LEADER
     assert errors[("t", 1)]["current_leader"] == {"leader_id": 2, "leader_epoch": 20}
     assert errors[("u", 0)]["error_code"] == FENCED  # epoch 9 < the leader's 10
+
+
+def test_fetch_v16_by_topic_id_answers_with_the_id_and_the_leaders_endpoint() -> None:
+    topic_id = uuid.uuid4()
+    request = body(ApiKey.FETCH, 16, max_wait_ms=500, min_bytes=1, topics=[
+        {"topic_id": topic_id, "partitions": [
+            {"partition": 1, "current_leader_epoch": -1, "fetch_offset": 0, "partition_max_bytes": 1000}]}],
+        forgotten_topics_data=[])
+    request.topics[0]["topic"] = "t"  # named by the router (broker.fetch_topics)
+    decision = decide(ApiKey.FETCH, 16, request, Directory())
+    assert isinstance(decision, Refuse)
+    [topic] = decision.body["responses"]
+    assert topic["topic_id"] == topic_id
+    assert topic["partitions"][0]["current_leader"] == {"leader_id": 2, "leader_epoch": 20}
+    assert decision.body["node_endpoints"] == [{"node_id": 2, "host": "127.0.0.1", "port": 9002, "rack": None}]
+
+
+def test_fetch_v13_refused_partitions_join_their_topic_in_a_reply_that_names_topics_by_id() -> None:
+    topic_id = uuid.uuid4()
+    request = body(ApiKey.FETCH, 13, max_wait_ms=500, min_bytes=1, topics=[
+        {"topic_id": topic_id, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "partition_max_bytes": 1000},
+            {"partition": 1, "current_leader_epoch": -1, "fetch_offset": 0, "partition_max_bytes": 1000}]}],
+        forgotten_topics_data=[])
+    request.topics[0]["topic"] = "t"
+    decision = decide(ApiKey.FETCH, 13, request, Directory())
+    assert isinstance(decision, Narrow) and decision.amend is not None
+    # A long poll's reply is decoded from its frame: topic ids, no names.
+    answer = decision.amend(Container(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        Container(topic_id=topic_id, partitions=[Container(partition_index=0, error_code=0)])]))
+    [topic] = answer["responses"]
+    assert [(p["partition_index"], p["error_code"]) for p in topic["partitions"]] == [(0, 0), (1, NOT_LEADER)]
+
+
+def test_a_v15_replica_fetch_is_left_to_the_cluster_handler() -> None:
+    request = body(ApiKey.FETCH, 15, replica_state={"replica_id": 3, "replica_epoch": 9}, max_wait_ms=0,
+                   min_bytes=0, topics=[{"topic_id": uuid.uuid4(), "partitions": [
+                       {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1000}]}], forgotten_topics_data=[])
+    assert decide(ApiKey.FETCH, 15, request, Directory()) is None
 
 
 def test_a_newer_epoch_than_the_leaders_is_unknown() -> None:

@@ -133,6 +133,13 @@ class World:
     def partitions(self, name: str) -> int:
         return len(self.admin.metadata([name]).leaders.get(name, {}))
 
+    def topic_id(self, name: str) -> uuid.UUID:
+        v = self.admin.any_broker().version(ApiKey.METADATA)
+        reply = self.raw(ApiKey.METADATA, body(ApiKey.METADATA, v, topics=[
+            item(ApiKey.METADATA, v, ("topics",), name=name)]))
+        found: uuid.UUID = reply.topics[0].topic_id
+        return found
+
     def acls(self, resource_type: ResourceType, name: str) -> list[Any]:
         reply = self.raw(ApiKey.DESCRIBE_ACLS, {
             "resource_type_filter": int(resource_type), "resource_name_filter": name, "pattern_type_filter": 1,
@@ -313,6 +320,9 @@ def _offsets_unchanged(group: str, expected: dict[tuple[str, int], int]) -> Call
     return check
 
 
+#: Topic ids learnt in a case's setup, for requests that name topics by id.
+TOPIC_IDS: dict[str, uuid.UUID] = {}
+
 CASES: dict[int, Case] = {
     ApiKey.PRODUCE: Case(
         grants=[(R.TOPIC, "t-0", Op.WRITE)],
@@ -324,9 +334,10 @@ CASES: dict[int, Case] = {
         unchanged=lambda w: _assert_equal(w.end_offset("t-0"), 0)),
     ApiKey.FETCH: Case(
         grants=[(R.TOPIC, "t-1", Op.READ)],
-        setup=lambda w: (w.create_topic("t-1"), w.produce("t-1", 3)),
+        setup=lambda w: (w.create_topic("t-1"), w.produce("t-1", 3), TOPIC_IDS.update({"t-1": w.topic_id("t-1")})),
+        # v13+ names the topic by its id (KIP-516).
         request=lambda v, cell: body(ApiKey.FETCH, v, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
-            item(ApiKey.FETCH, v, ("topics",), topic="t-1", partitions=[
+            item(ApiKey.FETCH, v, ("topics",), topic="t-1", topic_id=TOPIC_IDS.get("t-1"), partitions=[
                 item(ApiKey.FETCH, v, ("topics", "partitions"), partition=0, fetch_offset=0,
                      partition_max_bytes=1 << 20)])]),
         refused=_fetch_refused,
