@@ -63,7 +63,7 @@ async def read_frame(stream: trio.abc.Stream, buffer: bytearray) -> bytes:
         buffer += await _receive(stream)
     end = 4 + _SIZE.unpack_from(buffer)[0]
     if len(buffer) < end:
-        pieces = [bytes(buffer)]
+        pieces: list[bytes | bytearray] = [bytes(buffer)]
         have = len(buffer)
         while have < end:
             piece = await _receive(stream)
