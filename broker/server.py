@@ -303,12 +303,17 @@ class Connection:
         return data
 
     async def _decrypt(self, tls: TlsSession, received: bytes) -> bytes | memoryview:
+        """Plaintext from ``received`` and as many further reads as it takes; b"" at the end.
+
+        Whatever the session must send on its own (a TLS 1.3 key update's answer) waits in
+        it for the next reply, so the writer alone sends and no partial write is ever cut.
+        Renegotiation, the one exchange that would need an answer first, is refused by the
+        context (``broker.listeners.server_ssl_context``).
+        """
         while received:
             plain = tls.decrypt(received)
             if plain is None:
                 break
-            if tls.has_output and not self._queue:  # no reply about to carry it: send it now
-                await self._write_socket(tls.take_output())
             if plain:
                 return plain
             received = await self._read_socket()

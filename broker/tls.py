@@ -87,11 +87,6 @@ class TlsSession:
             self._tls.write(payload)
         return self._outgoing.read()
 
-    @property
-    def has_output(self) -> bool:
-        """Whether bytes wait to be sent without any reply (a TLS 1.3 key update's answer)."""
-        return self._outgoing.pending > 0
-
     def take_output(self) -> bytes:
         """What the session has to send now (handshake messages, an alert, close_notify)."""
         return self._outgoing.read()
