@@ -9,11 +9,12 @@ at accept.
 One task reads each connection, routes every frame and sends the replies that are ready
 at once, one send per read, straight to the socket's descriptor once trio says it is
 readable or writable. On TLS the same loop runs over ciphertext: each read is decrypted
-whole and each send encrypted whole by the connection's ``TlsSession``. A reply that must wait (a parked request, or one waiting for
-durability) is queued with every reply after it, and a second task, the writer, sends the
-queue in order as its head becomes ready, so pipelining clients get their replies in the
-order of their requests. A bad frame closes only its own connection. SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded by
-``shutdown.grace.ms``) and returns.
+whole and each send encrypted whole by the connection's ``TlsSession``. A reply that must
+wait (a parked request, or one waiting for durability) is queued with every reply after
+it, and a second task, the writer, sends the queue in order as its head becomes ready, so
+pipelining clients get their replies in the order of their requests. A bad frame (or TLS
+record) closes only its own connection. SIGINT/SIGTERM stops accepting, lets in-flight
+requests finish (bounded by ``shutdown.grace.ms``) and returns.
 
 A failed write or fsync of the logs, ``topics.json`` or the producer-id block stops the
 broker at once (``Server.storage_failed``): one ERROR line names the file and the error,
@@ -220,6 +221,9 @@ class Connection:
                 while not session.handshake(await self._read_socket()):  # the client speaks first
                     await self._write_socket(session.take_output())
                 await self._write_socket(session.take_output())  # the last flight, session tickets
+                # A client may send its first request right behind its last handshake message
+                # (TLS 1.3), so one read can hold both: that request waits in the session.
+                early = session.decrypt(b"")
             except (OSError, trio.BrokenResourceError) as exc:  # ssl.SSLError is an OSError
                 failure = f"failed: {exc}"
                 self._write_nowait(session.take_output())
@@ -230,9 +234,6 @@ class Connection:
             self.server.tls_failures += 1
             return False
         self._tls = session
-        # A client may send its first request right behind its last handshake message (TLS
-        # 1.3), so one read can hold both: that request waits in the session, not the socket.
-        early = session.decrypt(b"")
         self._early = early if early else None
         if listener.spec.protocol == "SSL":
             cert = session.peer_certificate()
