@@ -59,9 +59,9 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPro
 class RecordClient:
     """A TLS client that decides where its records begin and end (``ssl.SSLObject`` over a socket)."""
 
-    def __init__(self, address: str, context: ssl.SSLContext, first: bytes = b"") -> None:
+    def __init__(self, address: str, context: ssl.SSLContext, first: bytes = b"", tamper: bool = False) -> None:
         """Connect and handshake; ``first`` goes out in the same send as the client's last
-        handshake message (TLS 1.3 lets a client do that)."""
+        handshake message (TLS 1.3 lets a client do that), its last byte flipped if ``tamper``."""
         host, _, port = address.rpartition(":")
         self.sock = socket.create_connection((host, int(port)), timeout=10)
         self.incoming = ssl.MemoryBIO()
@@ -78,7 +78,10 @@ class RecordClient:
                 self._fill()
         if first:
             self.tls.write(first)
-        self._flush()
+        last = bytearray(self.outgoing.read())
+        if tamper:
+            last[-1] ^= 1
+        self.sock.sendall(last)
 
     def _flush(self) -> None:
         self.sock.sendall(self.outgoing.read())
@@ -192,6 +195,23 @@ def test_a_request_in_the_same_send_as_the_handshakes_end_is_answered(
             assert cid == 7 and reply.brokers
         finally:
             client.close()
+
+
+def test_a_bad_record_behind_the_handshakes_end_closes_only_that_connection(
+        secure: tuple[BrokerProcess, Certificates]) -> None:
+    broker, certs = secure
+    context = client_tls(certs, with_cert=True)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    request = encode_request(ApiKey.METADATA, 1, 7, {"topics": None}, "kcoord-test")
+    with WireClient(*_split(broker.address("SSL")), tls=context) as bystander:
+        for _ in range(3):
+            client = RecordClient(broker.address("SSL"), context, first=request, tamper=True)
+            try:
+                assert client.closed_by_peer()
+            finally:
+                client.close()
+        assert bystander.request(ApiKey.METADATA, 1, {"topics": None}).brokers
+    _serves(broker, certs)
 
 
 def test_a_login_and_its_first_request_in_one_record_are_each_checked(
