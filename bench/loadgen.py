@@ -53,17 +53,35 @@ async def open_plain(address: tuple[str, int]) -> trio.abc.Stream:
 
 
 async def read_frame(stream: trio.abc.Stream, buffer: bytearray) -> bytes:
-    while True:
-        if len(buffer) >= 4:
-            size = _SIZE.unpack_from(buffer)[0]
-            if len(buffer) >= 4 + size:
-                frame = bytes(buffer[4 : 4 + size])
-                del buffer[: 4 + size]
-                return frame
-        chunk = await stream.receive_some(1 << 20)
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buffer += chunk
+    """The next size-prefixed frame; what follows it stays in ``buffer``.
+
+    The pieces of a frame still to come are gathered and joined once: growing the buffer
+    piece by piece would copy a large reply again and again (over TLS a piece is one
+    16 KB record), and the client's copying would be measured as the broker's cost.
+    """
+    while len(buffer) < 4:
+        buffer += await _receive(stream)
+    end = 4 + _SIZE.unpack_from(buffer)[0]
+    if len(buffer) < end:
+        pieces: list[bytes | bytearray] = [bytes(buffer)]
+        have = len(buffer)
+        while have < end:
+            piece = await _receive(stream)
+            pieces.append(piece)
+            have += len(piece)
+        data = b"".join(pieces)
+        buffer[:] = data[end:]
+        return data[4:end]
+    frame = bytes(buffer[4:end])
+    del buffer[:end]
+    return frame
+
+
+async def _receive(stream: trio.abc.Stream) -> bytes | bytearray:
+    chunk = await stream.receive_some(1 << 20)
+    if not chunk:
+        raise ConnectionError("broker closed the connection")
+    return chunk
 
 
 class Connection:

@@ -103,6 +103,8 @@ def server_ssl_context(config: Any, client_auth: bool = True) -> ssl.SSLContext:
     protocols = [p.strip() for p in config["ssl.enabled.protocols"].split(",")]
     context.minimum_version = ssl.TLSVersion.TLSv1_2 if "TLSv1.2" in protocols else ssl.TLSVersion.TLSv1_3
     context.maximum_version = ssl.TLSVersion.TLSv1_3 if "TLSv1.3" in protocols else ssl.TLSVersion.TLSv1_2
+    # TLS 1.2 renegotiation is refused, as Kafka's SslTransportLayer refuses it.
+    context.options |= ssl.OP_NO_RENEGOTIATION
     password = config["ssl.key.password"] or None
     location = config["ssl.keystore.location"]
     chain, key = config["ssl.keystore.certificate.chain"], config["ssl.keystore.key"]

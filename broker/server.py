@@ -2,17 +2,19 @@
 
 Each named listener (``broker.listeners``) has its own sockets and router (so Metadata
 answers with that listener's address); SSL and SASL_SSL connections first complete a TLS
-handshake (trio's SSLStream), and on SASL listeners every frame passes the connection's
+handshake (``broker.tls``), and on SASL listeners every frame passes the connection's
 ``security.authenticator`` until it has logged in. ``max.connections.per.ip`` is enforced
 at accept.
 
 One task reads each connection, routes every frame and sends the replies that are ready
-at once, one send per read (on plain TCP straight to the socket's descriptor once trio says
-it is readable or writable). A reply that must wait (a parked request, or one waiting for
-durability) is queued with every reply after it, and a second task, the writer, sends the
-queue in order as its head becomes ready, so pipelining clients get their replies in the
-order of their requests. A bad frame closes only its own connection. SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded by
-``shutdown.grace.ms``) and returns.
+at once, one send per read, straight to the socket's descriptor once trio says it is
+readable or writable. On TLS the same loop runs over ciphertext: each read is decrypted
+whole and each send encrypted whole by the connection's ``TlsSession``. A reply that must
+wait (a parked request, or one waiting for durability) is queued with every reply after
+it, and a second task, the writer, sends the queue in order as its head becomes ready, so
+pipelining clients get their replies in the order of their requests. A bad frame (or TLS
+record) closes only its own connection. SIGINT/SIGTERM stops accepting, lets in-flight
+requests finish (bounded by ``shutdown.grace.ms``) and returns.
 
 A failed write or fsync of the logs, ``topics.json`` or the producer-id block stops the
 broker at once (``Server.storage_failed``): one ERROR line names the file and the error,
@@ -52,6 +54,7 @@ from broker.metrics import Collector, Family, collect, counter, gauge, kcoord_ve
 from broker.router import Close, Outcome, Router, Session
 from broker.security_service import SecurityService
 from broker.slots import Slot
+from broker.tls import TlsSession
 from broker.topics import TopicCatalog
 from protocol.errors import ProtocolError
 from protocol.frames import FrameDecoder
@@ -72,6 +75,7 @@ log = logging.getLogger("kcoord.server")
 RECEIVE_CHUNK = 65536
 MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client may take to finish its TLS handshake
+TLS_WRITE_SLICE = 262144  # plaintext bytes encrypted per write of a large reply (16 TLS records)
 
 
 def parse_listen(listen: str, what: str = "--listen") -> tuple[str, int]:
@@ -181,8 +185,12 @@ class Connection:
         self._wake: trio.Event | None = None  # set to wake the idle writer
         self._room: trio.Event | None = None  # set when a full queue has room again
         self._closing = False  # reading ended: the writer stops once the queue is empty
-        #: The socket's descriptor on plain TCP (read and written directly), -1 on TLS.
+        #: The socket's descriptor (read and written directly), -1 for a stream that has none.
         self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
+        #: The TLS session once its handshake is done (SSL and SASL_SSL listeners).
+        self._tls: TlsSession | None = None
+        #: Plaintext that came in with the end of the TLS handshake, read before the socket.
+        self._early: bytes | memoryview | None = None
         name = listener.spec.name if listener is not None else "PLAINTEXT"
         self.session = Session(str(ANONYMOUS), self.host, name)
         self.authenticator: SaslAuthenticator | None = None
@@ -199,26 +207,36 @@ class Connection:
             self.receive_scope.cancel()
 
     async def _start_tls(self) -> bool:
-        """The TLS handshake; on SSL listeners the principal is the client certificate's name."""
+        """The TLS handshake; on SSL listeners the principal is the client certificate's name.
+
+        A failure (a plaintext client, an untrusted or missing certificate, a timeout)
+        closes only this connection, after the alert that says why when there is one.
+        """
         listener = self.listener
-        assert listener is not None and listener.tls is not None
-        tls = trio.SSLStream(self.stream, listener.tls, server_side=True)
+        assert listener is not None and listener.tls is not None and self._fd >= 0
+        session = TlsSession(listener.tls)
+        failure: str | None = None
         with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT) as scope:
             try:
-                await tls.do_handshake()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                cause = exc.__cause__ or exc
-                log.info("TLS handshake with %s on listener %s failed: %s", self.peer, listener.spec.name, cause)
-                self.server.tls_failures += 1
-                return False
+                while not session.handshake(await self._read_socket()):  # the client speaks first
+                    await self._write_socket(session.take_output())
+                await self._write_socket(session.take_output())  # the last flight, session tickets
+                # A client may send its first request right behind its last handshake message
+                # (TLS 1.3), so one read can hold both: that request waits in the session.
+                early = session.decrypt(b"")
+            except (OSError, trio.BrokenResourceError) as exc:  # ssl.SSLError is an OSError
+                failure = f"failed: {exc}"
+                self._write_nowait(session.take_output())
         if scope.cancelled_caught:
-            log.info("TLS handshake with %s on listener %s timed out", self.peer, listener.spec.name)
+            failure = "timed out"
+        if failure is not None:
+            log.info("TLS handshake with %s on listener %s %s", self.peer, listener.spec.name, failure)
             self.server.tls_failures += 1
             return False
-        self.stream = tls
-        self._fd = -1
+        self._tls = session
+        self._early = early if early else None
         if listener.spec.protocol == "SSL":
-            cert = tls.getpeercert()
+            cert = session.peer_certificate()
             subject = cert.get("subject") if cert else None
             if subject:
                 principal = map_certificate_name(self.server.mapping_rules, rfc2253(subject))
@@ -239,9 +257,11 @@ class Connection:
                     self._closing = True  # the writer flushes what is queued, then ends
                     self._wake_writer()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
-            # The peer went away (or the socket broke): only this connection ends.
+            # The peer went away, the socket broke or a TLS record was bad: only this connection ends.
             log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
         finally:
+            if self._tls is not None:
+                self._write_nowait(self._tls.close())
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
@@ -259,29 +279,59 @@ class Connection:
 
     # --- reading --------------------------------------------------------------------
 
-    async def _receive(self) -> bytes | bytearray | None:
+    async def _receive(self) -> bytes | bytearray | memoryview | None:
         """The next bytes from the peer (b"" at its end), or None once ``stop_reading`` was called.
 
-        On plain TCP the socket's descriptor is read directly once trio says it is readable:
-        one wait and one read per batch of requests, no extra scheduling round.
+        On TLS, the plaintext of every whole record of one socket read; a read that
+        completes none (part of a record) is followed by the next. The close_notify
+        alert is the end, as the socket's end is.
         """
+        tls = self._tls
+        if tls is not None:
+            early = self._early
+            if early is not None:
+                self._early = None
+                return early
+            if tls.closed:
+                return b""
         with trio.CancelScope() as scope:
             self.receive_scope = scope
-            fd = self._fd
-            if fd < 0:
-                data = await self.stream.receive_some(RECEIVE_CHUNK)
-            else:
-                while True:
-                    await trio.lowlevel.wait_readable(fd)
-                    try:
-                        data = os.read(fd, RECEIVE_CHUNK)
-                        break
-                    except BlockingIOError:
-                        continue
+            received = await self._read_socket()
+            data = received if tls is None else await self._decrypt(tls, received)
         self.receive_scope = None
         if scope.cancelled_caught:
             return None
         return data
+
+    async def _decrypt(self, tls: TlsSession, received: bytes) -> bytes | memoryview:
+        """Plaintext from ``received`` and as many further reads as it takes; b"" at the end.
+
+        Whatever the session must send on its own (a TLS 1.3 key update's answer) waits in
+        it for the next reply, so the writer alone sends and no partial write is ever cut.
+        Renegotiation, the one exchange that would need an answer first, is refused by the
+        context (``broker.listeners.server_ssl_context``).
+        """
+        while received:
+            plain = tls.decrypt(received)
+            if plain is None:
+                break
+            if plain:
+                return plain
+            received = await self._read_socket()
+        return b""
+
+    async def _read_socket(self) -> bytes:
+        """One read of the socket (b"" at its end): its descriptor once trio says it is
+        readable, so one wait and one read per batch of requests, no extra scheduling round."""
+        fd = self._fd
+        if fd < 0:
+            return bytes(await self.stream.receive_some(RECEIVE_CHUNK))
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                return os.read(fd, RECEIVE_CHUNK)
+            except BlockingIOError:
+                continue
 
     async def _read(self) -> None:
         """Read frames and route them; replies ready at once go out in one send per read.
@@ -379,18 +429,39 @@ class Connection:
     # --- writing --------------------------------------------------------------------
 
     async def _send(self, payload: bytes) -> None:
-        """All of ``payload``: straight to the socket if it takes it, else through trio."""
+        """All of ``payload``; on TLS as records, a large payload a slice at a time so the
+        peer decrypts the first slices while the next are encrypted."""
         self.server.bytes_out += len(payload)
+        tls = self._tls
+        if tls is None:
+            await self._write_socket(payload)
+        elif len(payload) <= TLS_WRITE_SLICE:
+            await self._write_socket(tls.encrypt(payload))
+        else:
+            view = memoryview(payload)
+            for start in range(0, len(payload), TLS_WRITE_SLICE):
+                await self._write_socket(tls.encrypt(view[start:start + TLS_WRITE_SLICE]))
+
+    async def _write_socket(self, payload: bytes) -> None:
+        """All of ``payload``: straight to the socket if it takes it, else through trio."""
         fd = self._fd
-        if fd >= 0:
+        if fd < 0:
+            await self.stream.send_all(payload)
+            return
+        try:
+            sent = os.write(fd, payload)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(payload):
+            await self.stream.send_all(memoryview(payload)[sent:])
+
+    def _write_nowait(self, payload: bytes) -> None:
+        """What the socket takes of ``payload`` now, if anything (a TLS alert, close_notify)."""
+        if payload and self._fd >= 0:
             try:
-                sent = os.write(fd, payload)
-            except BlockingIOError:
-                sent = 0
-            if sent == len(payload):
-                return
-            payload = payload[sent:]
-        await self.stream.send_all(payload)
+                os.write(self._fd, payload)
+            except OSError:
+                pass
 
     def _wake_writer(self) -> None:
         wake = self._wake

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,16 @@ def test_tls_needs_a_keystore_and_client_auth_a_truststore() -> None:
         Config({"ssl.enabled.protocols": "TLSv1.1"})
     with pytest.raises(ConfigError):
         Config({"sasl.enabled.mechanisms": "GSSAPI"})
+
+
+def test_tls_is_1_2_or_1_3_without_renegotiation(tmp_path: Path) -> None:
+    import trustme
+
+    pem = tmp_path / "broker.pem"
+    trustme.CA().issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(pem))
+    context = server_ssl_context(Config({"ssl.keystore.location": str(pem)}))
+    assert (context.minimum_version, context.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
+    assert context.options & ssl.OP_NO_RENEGOTIATION
 
 
 def test_an_unreadable_tls_file_is_named_with_its_setting(tmp_path: Path) -> None:
