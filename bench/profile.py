@@ -1,6 +1,6 @@
 """Where the broker's time goes: py-spy samples kcoord while the load generator runs.
 
-    python -m bench.profile [--workload commit|heartbeat|fetch|consumer-join|consumer-heartbeat] [--seconds 8]
+    python -m bench.profile [--workload commit|heartbeat|fetch|join|consumer-join|consumer-heartbeat] [--seconds 8]
                             [--depth 8] [--connections 8] [--partitions 1] [--set log.flush.policy=os]
 
 Prints the functions with the most samples (own time and total time), so the claims in
@@ -48,6 +48,15 @@ def _workload(name: str, address: tuple[str, int], seconds: float, depth: int = 
             print(f"1,000 members reconciled in {elapsed} s", file=sys.stderr)
             trio.run(loadgen.close_all, members)
             round_ += 1
+    elif name == "join":
+        # Classic: 1,000 members JoinGroup and SyncGroup one group, repeatedly for the whole window.
+        deadline = time.monotonic() + seconds
+        round_ = 0
+        while time.monotonic() < deadline:
+            elapsed, members = trio.run(loadgen.form_group, address, f"profile-join-{round_}", 1000, 60.0)
+            print(f"1,000 members joined and synced in {elapsed} s", file=sys.stderr)
+            trio.run(loadgen.close_all, members)
+            round_ += 1
     elif name == "consumer-heartbeat":
         elapsed, members = trio.run(loadgen.form_consumer_group, address, "profile", 10, "profile-t", 30.0)
         assert elapsed is not None, "the group did not reconcile"
@@ -62,7 +71,7 @@ def _workload(name: str, address: tuple[str, int], seconds: float, depth: int = 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workload", choices=["commit", "heartbeat", "fetch", "consumer-join", "consumer-heartbeat"],
+    parser.add_argument("--workload", choices=["commit", "heartbeat", "fetch", "join", "consumer-join", "consumer-heartbeat"],
                         default="commit")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--top", type=int, default=15)
