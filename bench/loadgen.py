@@ -8,6 +8,7 @@ shortcut an unchanged commit.
 
 from __future__ import annotations
 
+import collections
 import struct
 import time
 import uuid
@@ -302,12 +303,39 @@ async def form_consumer_group(address: tuple[str, int], group: str, members: int
     epochs: dict[int, int] = {}
     complete = trio.Event()
     total = {"partitions": -1}
+    # Kept as replies arrive, so checking whether the group has settled costs the same for
+    # 1,000 members as for 10 (recounting every member on every reply made the load
+    # generator's own CPU grow with the square of the group, beside the broker's).
+    members_at: collections.Counter[int] = collections.Counter()  # epoch -> members at it
+    owners: collections.Counter[tuple[Any, int]] = collections.Counter()  # partition -> members claiming it
+    claims = {"total": 0}
+
+    def set_epoch(i: int, epoch: int) -> None:
+        old = epochs.get(i)
+        if old is not None:
+            members_at[old] -= 1
+            if not members_at[old]:
+                del members_at[old]
+        epochs[i] = epoch
+        members_at[epoch] += 1
+
+    def set_owned(i: int, parts: dict[Any, list[int]]) -> None:
+        for t, ps in owned[i].items():
+            for p in ps:
+                owners[(t, p)] -= 1
+                if not owners[(t, p)]:
+                    del owners[(t, p)]
+                claims["total"] -= 1
+        owned[i] = parts
+        for t, ps in parts.items():
+            for p in ps:
+                owners[(t, p)] += 1
+                claims["total"] += 1
 
     def settled() -> bool:
-        if len(epochs) < members or len(set(epochs.values())) != 1:
+        if len(epochs) < members or len(members_at) != 1:
             return False
-        claimed = [(t, p) for parts in owned.values() for t, ps in parts.items() for p in ps]
-        return len(claimed) == len(set(claimed)) == total["partitions"]
+        return claims["total"] == len(owners) == total["partitions"]
 
     async def member(i: int) -> None:
         conn = conns[i]
@@ -322,14 +350,14 @@ async def form_consumer_group(address: tuple[str, int], group: str, members: int
             reply = await conn.request(68, 1, body)
             if reply.error_code != 0:
                 epoch = 0
-                owned[i] = {}
+                set_owned(i, {})
                 await trio.sleep(0.01)
                 continue
             changed = reply.member_epoch != epoch or reply.assignment is not None
             epoch = reply.member_epoch
-            epochs[i] = epoch
+            set_epoch(i, epoch)
             if reply.assignment is not None:
-                owned[i] = {tp.topic_id: list(tp.partitions) for tp in reply.assignment.topic_partitions}
+                set_owned(i, {tp.topic_id: list(tp.partitions) for tp in reply.assignment.topic_partitions})
             if settled():
                 complete.set()
                 return

@@ -34,7 +34,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -76,6 +76,60 @@ RECEIVE_CHUNK = 65536
 MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client may take to finish its TLS handshake
 TLS_WRITE_SLICE = 262144  # plaintext bytes encrypted per write of a large reply (16 TLS records)
+
+
+#: accept() errors that mean "out of descriptors or memory for now": retried after a pause.
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+#: accept() errors about a connection that went away before it was taken: skipped.
+IGNORABLE_ACCEPT_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM})
+ACCEPT_RETRY_S = 0.1
+
+
+ConnectionHandler = Callable[[trio.SocketStream], Awaitable[None]]
+
+
+async def accept_connections(sock: trio.SocketListener, handler: ConnectionHandler, nursery: trio.Nursery) -> None:
+    """Accept connections on one socket, taking every one already queued at each wake-up.
+
+    trio's ``serve_listeners`` accepts one connection per scheduling round, and a round of
+    a busy broker runs every connection that has a request in: a thousand clients
+    connecting while others are active would wait seconds to be accepted. Like Kafka's
+    Acceptor, this takes whatever the listen backlog holds: the first accept of a wake-up
+    waits through trio, the rest come straight from the socket until it has none. Each
+    connection runs ``handler`` in ``nursery`` and is closed after it.
+    """
+    backlog = socket.socket(fileno=os.dup(sock.socket.fileno()))
+    backlog.setblocking(False)
+    try:
+        while True:
+            try:
+                stream = await sock.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                log.error("accept failed: %s; retrying in %.1f s", os.strerror(exc.errno or 0), ACCEPT_RETRY_S)
+                await trio.sleep(ACCEPT_RETRY_S)
+                continue
+            nursery.start_soon(_run_connection, handler, stream)
+            while True:
+                try:
+                    raw, _ = backlog.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as exc:
+                    if exc.errno in IGNORABLE_ACCEPT_ERRNOS:
+                        continue
+                    break  # left to the next accept through trio, which handles or raises it
+                nursery.start_soon(_run_connection, handler, trio.SocketStream(trio.socket.from_stdlib_socket(raw)))
+    finally:
+        backlog.close()
+
+
+async def _run_connection(handler: ConnectionHandler, stream: trio.SocketStream) -> None:
+    try:
+        await handler(stream)
+    finally:
+        await trio.aclose_forcefully(stream)
 
 
 def parse_listen(listen: str, what: str = "--listen") -> tuple[str, int]:
@@ -724,8 +778,9 @@ class Server:
             with self.accept_scope:
                 async with trio.open_nursery() as accepting:
                     for listener in self.listeners:
-                        accepting.start_soon(partial(trio.serve_listeners, partial(self._handle, listener=listener),
-                                                     listener.sockets, handler_nursery=connections))
+                        for sock in listener.sockets:
+                            accepting.start_soon(accept_connections, sock,
+                                                 partial(self._handle, listener=listener), connections)
                     task_status.started(self.bound)
             for listener in self.listeners:
                 for sock in listener.sockets:

@@ -123,7 +123,7 @@ class GroupMetadataManager:
                 for member in group.members.values():
                     if member.join_ticket is not None:
                         fx.reply(member.join_ticket, join_error(E.NOT_COORDINATOR, member.member_id))
-                        member.join_ticket = None
+                        group.set_join_ticket(member, None)
                     if member.sync_ticket is not None:
                         fx.reply(member.sync_ticket, sync_reply(E.NOT_COORDINATOR))
                         member.sync_ticket = None

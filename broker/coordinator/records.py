@@ -173,16 +173,33 @@ def _assignment(body: list[Any]) -> dict[uuid.UUID, frozenset[int]]:
     return assignment_of((tp.topic_id, tp.partitions) for tp in body)
 
 
+#: Encoded consumer group record keys: a member's keys are written again on every change of
+#: its assignment, so they are encoded once (bounded: cleared when full).
+_KEYS: dict[tuple[int, str, str | None], bytes] = {}
+KEYS_KEPT = 65536
+
+
+def _group_key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
+    cache_key = (kind, group_id, member_id)
+    key = _KEYS.get(cache_key)
+    if key is None:
+        key = encode_key(ConsumerGroupKey(kind, group_id, member_id))
+        if len(_KEYS) >= KEYS_KEPT:
+            _KEYS.clear()
+        _KEYS[cache_key] = key
+    return key
+
+
 def _encode_consumer_group(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
     """Key and value bytes of a consumer group record (Kafka's GroupCoordinatorRecordHelpers)."""
     group_id = record.group_id
     if isinstance(record, ConsumerGroupEpochRecord):
-        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_METADATA, group_id))
+        key = _group_key(CONSUMER_GROUP_METADATA, group_id)
         if record.epoch is None:
             return key, None
         return key, encode_consumer_group_value(CONSUMER_GROUP_METADATA, {"epoch": record.epoch})
     if isinstance(record, ConsumerGroupSubscriptionMetadataRecord):
-        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_PARTITION_METADATA, group_id))
+        key = _group_key(CONSUMER_GROUP_PARTITION_METADATA, group_id)
         if record.topics is None:
             return key, None
         return key, encode_consumer_group_value(CONSUMER_GROUP_PARTITION_METADATA, {"topics": [
@@ -191,19 +208,19 @@ def _encode_consumer_group(record: ConsumerGroupRecord) -> tuple[bytes, bytes | 
             for t in sorted(record.topics.values(), key=lambda t: t.name)
         ]})
     if isinstance(record, ConsumerGroupTargetAssignmentEpochRecord):
-        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id))
+        key = _group_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id)
         if record.epoch is None:
             return key, None
         return key, encode_consumer_group_value(
             CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, {"assignment_epoch": record.epoch})
     if isinstance(record, ConsumerGroupTargetMemberRecord):
-        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, record.member_id))
+        key = _group_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, record.member_id)
         if record.assignment is None:
             return key, None
         return key, encode_consumer_group_value(
             CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, {"topic_partitions": _topic_partitions(record.assignment)})
     if isinstance(record, ConsumerGroupMemberMetadataRecord):
-        key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_MEMBER_METADATA, group_id, record.member_id))
+        key = _group_key(CONSUMER_GROUP_MEMBER_METADATA, group_id, record.member_id)
         m = record.member
         if m is None:
             return key, None
@@ -217,7 +234,7 @@ def _encode_consumer_group(record: ConsumerGroupRecord) -> tuple[bytes, bytes | 
             "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
             "server_assignor": m.server_assignor, "classic_member_metadata": classic,
         })
-    key = encode_key(ConsumerGroupKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, record.member_id))
+    key = _group_key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, record.member_id)
     m = record.member
     if m is None:
         return key, None

@@ -124,6 +124,8 @@ def test_the_group_goes_back_to_classic_when_the_last_consumer_protocol_member_l
     assert set(g.members) == {c1, c2}
     assert g.generation == epoch and g.protocol_type == "consumer" and g.protocol == "range"
     assert g.state.wire_name == "PreparingRebalance"
+    # The tallies a join reads are those of the members the downgrade brought back.
+    assert g.protocol_support == {"range": 2} and g.awaiting_joins == 0
     # The classic members rebalance the classic way from here.
     assert h.heartbeat("g", c1, epoch) == E.REBALANCE_IN_PROGRESS
     h.join("g", c1, protocols=[("range", subscription(["t"]))])

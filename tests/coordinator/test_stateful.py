@@ -251,6 +251,18 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 assert not g.has_all_members_joined(), g
 
     @invariant()
+    def kept_tallies_match_the_members(self) -> None:
+        """The protocol support counts and the parked-join count a join reads in O(1) are what
+        counting the members would give."""
+        for g in self.h.coord.groups.values():
+            support: dict[str, int] = {}
+            for m in g.members.values():
+                for name in {name for name, _ in m.protocols}:
+                    support[name] = support.get(name, 0) + 1
+            assert g.protocol_support == support
+            assert g.awaiting_joins == sum(1 for m in g.members.values() if m.join_ticket is not None)
+
+    @invariant()
     def generation_never_decreases(self) -> None:
         for gid, g in self.h.coord.groups.items():
             assert g.generation >= self.max_generation.get(gid, 0)

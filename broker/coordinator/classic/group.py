@@ -93,6 +93,12 @@ class ClassicGroup:
     initial_delay_remaining: int | None = None  # None: not an initial delayed join
     initial_delay_last: int = 0
     sync_deadline: int | None = None
+    #: Kept as members come, go, park and change protocols, so a join costs the same in a
+    #: group of a thousand as in a group of one (Kafka's ClassicGroup keeps
+    #: ``supportedProtocols`` and ``numMembersAwaitingJoinResponse`` the same way): how many
+    #: members support each protocol name, and how many have a JoinGroup parked.
+    protocol_support: dict[str, int] = field(default_factory=dict)
+    awaiting_joins: int = 0
 
     group_type = "classic"
 
@@ -157,6 +163,29 @@ class ClassicGroup:
                 statics[m.group_instance_id] = m.member_id
         self.members = members
         self.static_members = statics
+        self._recount()
+
+    def _recount(self) -> None:
+        """Rebuild the tallies from the members (after a record replaced them)."""
+        support: dict[str, int] = {}
+        awaiting = 0
+        for member in self.members.values():
+            for name in {name for name, _ in member.protocols}:
+                support[name] = support.get(name, 0) + 1
+            awaiting += member.join_ticket is not None
+        self.protocol_support = support
+        self.awaiting_joins = awaiting
+
+    def _tally(self, member: ClassicMember, delta: int) -> None:
+        support = self.protocol_support
+        for name in {name for name, _ in member.protocols}:
+            count = support.get(name, 0) + delta
+            if count > 0:
+                support[name] = count
+            else:
+                support.pop(name, None)
+        if member.join_ticket is not None:
+            self.awaiting_joins += delta
 
     @classmethod
     def loaded(cls, group_id: str, value: GroupMetadata) -> ClassicGroup:
@@ -182,10 +211,26 @@ class ClassicGroup:
 
     @property
     def awaiting_join_count(self) -> int:
-        return sum(1 for m in self.members.values() if m.awaiting_join)
+        return self.awaiting_joins
 
     def has_all_members_joined(self) -> bool:
-        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+        return not self.pending_members and self.awaiting_joins == len(self.members)
+
+    def set_join_ticket(self, member: ClassicMember, ticket: int | None) -> None:
+        """Park a member's JoinGroup (or clear it, with None); every change of a member's
+        ``join_ticket`` goes through here so ``awaiting_joins`` stays true."""
+        if member.member_id in self.members and self.members[member.member_id] is member:
+            self.awaiting_joins += (ticket is not None) - (member.join_ticket is not None)
+        member.join_ticket = ticket
+
+    def set_protocols(self, member: ClassicMember, protocols: Protocols) -> None:
+        """Change a member's protocols, keeping ``protocol_support`` true."""
+        held = member.member_id in self.members and self.members[member.member_id] is member
+        if held:
+            self._tally(member, -1)
+        member.protocols = protocols
+        if held:
+            self._tally(member, 1)
 
     @property
     def rebalance_timeout_ms(self) -> int:
@@ -194,7 +239,11 @@ class ClassicGroup:
     def add(self, member: ClassicMember) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
+        replaced = self.members.get(member.member_id)
+        if replaced is not None:
+            self._tally(replaced, -1)
         self.members[member.member_id] = member
+        self._tally(member, 1)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader is None:
@@ -203,6 +252,8 @@ class ClassicGroup:
 
     def remove(self, member_id: str) -> ClassicMember | None:
         member = self.members.pop(member_id, None)
+        if member is not None:
+            self._tally(member, -1)
         if member is not None and member.group_instance_id is not None:
             if self.static_members.get(member.group_instance_id) == member_id:
                 del self.static_members[member.group_instance_id]
@@ -226,23 +277,22 @@ class ClassicGroup:
             self.pending_sync[new_id] = None
         return member
 
-    def supported_protocol_counts(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for member in self.members.values():
-            counts.update({name for name, _ in member.protocols})
-        return counts
+    def supported_protocol_counts(self) -> dict[str, int]:
+        """How many members support each protocol name."""
+        return self.protocol_support
 
     def supports_protocols(self, protocol_type: str, protocols: Protocols) -> bool:
         if self.state is S.EMPTY:
             return bool(protocol_type) and bool(protocols)
         if self.protocol_type != protocol_type:
             return False
-        counts = self.supported_protocol_counts()
-        return any(counts[name] == len(self.members) for name, _ in protocols)
+        counts = self.protocol_support
+        size = len(self.members)
+        return any(counts.get(name, 0) == size for name, _ in protocols)
 
     def select_protocol(self) -> str:
         """Candidates are supported by every member; each votes for its first candidate."""
-        counts = self.supported_protocol_counts()
+        counts = self.protocol_support
         candidates = {name for name, n in counts.items() if n == len(self.members)}
         votes: Counter[str] = Counter()
         for member in self.members.values():

@@ -127,14 +127,14 @@ class ClassicGroupManager(ClassicRebalancer):
         member = group.members[old_id]
         if member.join_ticket is not None:
             fx.reply(member.join_ticket, join_error(E.FENCED_INSTANCE_ID, old_id))
-            member.join_ticket = None
+            group.set_join_ticket(member, None)
         if member.sync_ticket is not None:
             fx.reply(member.sync_ticket, sync_reply(E.FENCED_INSTANCE_ID))
             member.sync_ticket = None
         group.rename_member(old_id, new_id)
         log.info("static member %s of group %s replaced by %s", old_id, group.group_id, new_id)
         self.touch(group, member, now)
-        member.protocols = request.protocols
+        group.set_protocols(member, request.protocols)
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.session_timeout_ms = request.session_timeout_ms
         if group.state is S.STABLE:
@@ -149,13 +149,13 @@ class ClassicGroupManager(ClassicRebalancer):
                     # The old leader id, so a rejoining leader does not run the assignor.
                     fx.reply(ticket, self._join_result(group, member, members=False, leader=current_leader))
             else:
-                self._park_join(member, ticket, fx)
+                self._park_join(group, member, ticket, fx)
                 self.maybe_prepare_rebalance(group, now, fx, f"static member {new_id} changed protocols")
         elif group.state is S.COMPLETING_REBALANCE:
-            self._park_join(member, ticket, fx)
+            self._park_join(group, member, ticket, fx)
             self.prepare_rebalance(group, now, fx, f"static member {new_id} rejoined during sync")
         else:  # PreparingRebalance: wait with everyone else
-            self._park_join(member, ticket, fx)
+            self._park_join(group, member, ticket, fx)
 
     def _join_current_member(self, group: ClassicGroup, ticket: int, now: int, request: JoinGroupRequest,
                              fx: Effects) -> None:

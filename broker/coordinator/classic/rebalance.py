@@ -249,7 +249,7 @@ class ClassicRebalancer:
             if member.join_ticket is not None:
                 is_leader = member.member_id == group.leader
                 fx.reply(member.join_ticket, self._join_result(group, member, members=is_leader))
-                member.join_ticket = None
+                group.set_join_ticket(member, None)
             self.touch(group, member, now)
             member.is_new = False
             group.pending_sync[member.member_id] = None
@@ -275,7 +275,7 @@ class ClassicRebalancer:
         """Remove a member, answering anything it has parked."""
         if member.join_ticket is not None:
             fx.reply(member.join_ticket, join_error(E.UNKNOWN_MEMBER_ID))
-            member.join_ticket = None
+            group.set_join_ticket(member, None)
         if member.sync_ticket is not None:
             fx.reply(member.sync_ticket, sync_reply(E.UNKNOWN_MEMBER_ID))
             member.sync_ticket = None
@@ -299,16 +299,16 @@ class ClassicRebalancer:
         self.maybe_prepare_rebalance(group, now, fx, f"adding new member {member.member_id}")
 
     @staticmethod
-    def _park_join(member: ClassicMember, ticket: int, fx: Effects) -> None:
+    def _park_join(group: ClassicGroup, member: ClassicMember, ticket: int, fx: Effects) -> None:
         if member.join_ticket is not None and member.join_ticket != ticket:
             # A newer JoinGroup supersedes one still parked; the old one must not hang.
             fx.reply(member.join_ticket, join_error(E.REBALANCE_IN_PROGRESS, member.member_id))
-        member.join_ticket = ticket
+        group.set_join_ticket(member, ticket)
 
     def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicMember, request: JoinGroupRequest,
                                      ticket: int, now: int, fx: Effects, reason: str) -> None:
-        member.protocols = request.protocols
+        group.set_protocols(member, request.protocols)
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.session_timeout_ms = request.session_timeout_ms
-        self._park_join(member, ticket, fx)
+        self._park_join(group, member, ticket, fx)
         self.maybe_prepare_rebalance(group, now, fx, reason)

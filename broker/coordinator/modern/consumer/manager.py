@@ -196,7 +196,7 @@ class ConsumerGroupManager:
                                  f"{self.config.consumer_max_size} members.")
         owned = request.topic_partitions
         member, replaced = self._member_for(group, member_id, request, create, owned, records)
-        updated = dataclasses.replace(
+        updated = member if self._changes_nothing(member, request) else dataclasses.replace(
             member,
             instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
             rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
@@ -226,6 +226,22 @@ class ConsumerGroupManager:
             assignment = tuple((t, tuple(ps)) for t, ps in pairs_of(reconciled.assigned_partitions))
         return ConsumerGroupHeartbeatResult(
             E.NONE, None, member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id), assignment)
+
+    @staticmethod
+    def _changes_nothing(member: ConsumerGroupMember, request: ConsumerGroupHeartbeatRequest) -> bool:
+        """Whether the request leaves every field of the member as it is: the usual heartbeat,
+        which sends only what changed, so the member need not be rebuilt."""
+        return (
+            (request.instance_id is None or request.instance_id == member.instance_id)
+            and (request.rack_id is None or request.rack_id == member.rack_id)
+            and (request.rebalance_timeout_ms == -1 or request.rebalance_timeout_ms == member.rebalance_timeout_ms)
+            and (request.server_assignor is None or request.server_assignor == member.server_assignor)
+            and request.subscribed_topic_names is None
+            and request.subscribed_topic_regex is None
+            and request.client.client_id == member.client_id
+            and request.client.client_host == member.client_host
+            and member.classic is None
+        )
 
     def _member_for(self, group: ConsumerGroup, member_id: str, request: ConsumerGroupHeartbeatRequest,
                     create: bool, owned: Owned,
@@ -310,7 +326,7 @@ class ConsumerGroupManager:
         # a static member taking over its predecessor's place (``replaced``) does not.
         new_member = updated.member_id not in group.members and replaced is None
         bump = False
-        if new_member or not updated.metadata_equals(member):
+        if new_member or (updated is not member and not updated.metadata_equals(member)):
             records.append(ConsumerGroupMemberMetadataRecord(group_id, updated.member_id, updated))
             if not updated.subscription_equals(member):
                 bump = True

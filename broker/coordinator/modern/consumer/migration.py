@@ -91,7 +91,7 @@ class Migration:
         for member in group.members.values():
             if member.join_ticket is not None:
                 fx.reply(member.join_ticket, join_error(E.REBALANCE_IN_PROGRESS, member.member_id))
-                member.join_ticket = None
+                group.set_join_ticket(member, None)
             if member.sync_ticket is not None:
                 fx.reply(member.sync_ticket, sync_reply(E.REBALANCE_IN_PROGRESS))
                 member.sync_ticket = None
@@ -180,7 +180,7 @@ class Migration:
         for m in remaining:
             member = classic.members[m.member_id]
             assert m.classic is not None
-            member.protocols = m.classic.protocols
+            classic.set_protocols(member, m.classic.protocols)
             self.classic.touch(classic, member, now)
             self.classic_members.joins.pop((gid, m.member_id), None)
             self.classic_members.syncs.pop((gid, m.member_id), None)
