@@ -69,6 +69,9 @@ class Producer(threading.Thread):
         self.bootstrap = bootstrap
         self.acked = dict.fromkeys(range(PARTITIONS), 0)
         self.failed = 0
+        self.client: Any = None
+        #: per partition: when (monotonic) and what the last failed send raised
+        self.last_error: dict[int, tuple[float, str]] = {}
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
 
@@ -76,8 +79,8 @@ class Producer(threading.Thread):
         from kafka import KafkaProducer
 
         try:
-            producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", retries=0,
-                                     request_timeout_ms=5000, max_block_ms=5000, linger_ms=5)
+            producer = self.client = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", retries=0,
+                                                   request_timeout_ms=5000, max_block_ms=5000, linger_ms=5)
             i = 0
             while not self.stop_event.is_set():
                 partition = i % PARTITIONS
@@ -85,8 +88,9 @@ class Producer(threading.Thread):
                 try:
                     producer.send(TOPIC, f"r{i}".encode(), partition=partition).get(10)
                     self.acked[partition] += 1
-                except Exception:  # offline while a node is down: counted, and the loop goes on
+                except Exception as exc:  # offline while a node is down: counted, and the loop goes on
                     self.failed += 1
+                    self.last_error[partition] = (time.monotonic(), repr(exc)[:300])
                     time.sleep(0.1)
             producer.close(5)
         except BaseException as exc:
@@ -104,6 +108,9 @@ class Group(threading.Thread):
         self.commits = 0
         self.failed = 0
         self.records = 0
+        self.client: Any = None
+        #: when (monotonic) and what the last failed commit raised
+        self.last_error: tuple[float, str] | None = None
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
 
@@ -111,10 +118,10 @@ class Group(threading.Thread):
         from kafka import KafkaConsumer
 
         try:
-            consumer = KafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id=self.group,
-                                     auto_offset_reset="earliest", enable_auto_commit=False,
-                                     session_timeout_ms=10000, heartbeat_interval_ms=1000,
-                                     request_timeout_ms=15000)
+            consumer = self.client = KafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id=self.group,
+                                                   auto_offset_reset="earliest", enable_auto_commit=False,
+                                                   session_timeout_ms=10000, heartbeat_interval_ms=1000,
+                                                   request_timeout_ms=15000)
             consumer.partitions_for_topic(TOPIC)
             while not self.stop_event.is_set():
                 polled = consumer.poll(timeout_ms=200)
@@ -124,8 +131,9 @@ class Group(threading.Thread):
                 try:
                     consumer.commit()
                     self.commits += 1
-                except Exception:
+                except Exception as exc:
                     self.failed += 1
+                    self.last_error = (time.monotonic(), repr(exc)[:300])
                     time.sleep(0.1)
             consumer.close()
         except BaseException as exc:
@@ -142,6 +150,8 @@ class ClusterRun:
     killed_exit: str = ""
     errors: list[str] = field(default_factory=list)
     leftovers: dict[str, list[str]] = field(default_factory=dict)
+    #: node -> its EXTERNAL port on the host
+    ports: dict[int, int] = field(default_factory=dict)
 
 
 def _status(project: Project) -> dict[str, Any] | None:
@@ -174,11 +184,15 @@ def _group_on(status: dict[str, Any], node: int) -> str:
                 if leaders.get(partition_for(f"group-{i}", OFFSETS_PARTITIONS)) == node)
 
 
-def _phase(run: ClusterRun, name: str, producer: Producer, groups: list[Group], seconds: float) -> None:
+def _phase(project: Project, run: ClusterRun, name: str, producer: Producer, groups: list[Group],
+           seconds: float) -> None:
     """Let the clients run for ``seconds``, then keep waiting (bounded) until every partition
-    acknowledged a record and every group committed during this phase."""
+    acknowledged a record and every group committed during this phase; if they do not, the
+    failure says which did not, what the cluster and the clients saw, and whether each node
+    answers."""
     acked_before = dict(producer.acked)
     commits_before = {g.group: g.commits for g in groups}
+    started = time.monotonic()
 
     def progressed() -> bool:
         return (all(producer.acked[p] > acked_before[p] for p in range(PARTITIONS))
@@ -187,9 +201,94 @@ def _phase(run: ClusterRun, name: str, producer: Producer, groups: list[Group], 
     time.sleep(seconds)
     try:
         wait_for(progressed, STEP_TIMEOUT, f"{name}: every partition takes records and every group commits")
+    except AssertionError as exc:
+        report = _stuck_report(project, run, producer, groups, acked_before, commits_before, started)
+        raise AssertionError(f"{exc}\n{report}") from None
     finally:
         run.acked[name] = {p: producer.acked[p] - acked_before[p] for p in range(PARTITIONS)}
         run.commits[name] = {g.group: g.commits - commits_before[g.group] for g in groups}
+
+
+def _since(started: float, error: tuple[float, str] | None) -> str:
+    return "none" if error is None else f"at +{error[0] - started:.1f}s: {error[1]}"
+
+
+def _client_view(what: Callable[[], Any]) -> str:
+    """What a client thread believes (read from another thread, for a failure message only)."""
+    try:
+        return repr(what())
+    except Exception as exc:  # the client is mid-change: say so rather than fail the report
+        return f"? ({exc!r})"
+
+
+def _probe(project: Project, run: ClusterRun) -> list[str]:
+    """Does each node answer ApiVersions on its published port from the host, and on its
+    INTERNAL listener from node 1's container?"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kcoord_healthcheck", REPO / "deploy" / "healthcheck.py")
+    assert spec is not None and spec.loader is not None
+    healthcheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(healthcheck)
+    lines = []
+    for node, service in NODES.items():
+        port = run.ports.get(node)
+        started = time.monotonic()
+        try:
+            problem = healthcheck.check("127.0.0.1", port, 5.0) if port else "no port"
+        except Exception as exc:
+            problem = repr(exc)
+        lines.append(f"node {node} from the host (127.0.0.1:{port}): {problem or 'answers'} "
+                     f"({time.monotonic() - started:.2f}s)")
+        try:
+            project.exec("kcoord-1", ["python", "/opt/kcoord/healthcheck.py", "--bootstrap-server", f"{service}:9092"],
+                         timeout=30)
+            lines.append(f"node {node} from node 1's container ({service}:9092): answers")
+        except CommandFailed as exc:
+            lines.append(f"node {node} from node 1's container ({service}:9092): {str(exc)[-300:]}")
+    return lines
+
+
+def _stuck_report(project: Project, run: ClusterRun, producer: Producer, groups: list[Group],
+                  acked_before: dict[int, int], commits_before: dict[str, int], started: float) -> str:
+    from kafka import TopicPartition
+
+    status = _status(project)
+    rows = {} if status is None else {(r["topic"], r["partition"]): r for r in status["partitions"]}
+    lines = [f"-- what did not progress (times from the phase's start, +{time.monotonic() - started:.1f}s now)"]
+    for p in range(PARTITIONS):
+        if producer.acked[p] > acked_before[p]:
+            continue
+        believed = _client_view(lambda p=p: producer.client._metadata.leader_for_partition(TopicPartition(TOPIC, p)))
+        lines.append(f"{TOPIC}-{p}: {producer.acked[p] - acked_before[p]} acknowledged; cluster {rows.get((TOPIC, p))}; "
+                     f"the producer's leader {believed}; last error {_since(started, producer.last_error.get(p))}")
+    for group in groups:
+        if group.commits > commits_before[group.group]:
+            continue
+        tp = ("__consumer_offsets", partition_for(group.group, OFFSETS_PARTITIONS))
+        believed = _client_view(lambda g=group: g.client._coordinator.coordinator_id)
+        assignment = _client_view(lambda g=group: sorted(tp.partition for tp in g.client.assignment()))
+        lines.append(f"{group.group} on {tp[0]}-{tp[1]}: {group.commits - commits_before[group.group]} commits, "
+                     f"{group.failed} failed in all; cluster {rows.get(tp)}; the consumer's coordinator {believed}, "
+                     f"assignment {assignment}; last error {_since(started, group.last_error)}")
+    for client in (producer, *groups):
+        if client.error is not None or not client.is_alive():
+            lines.append(f"{type(client).__name__} thread alive={client.is_alive()} error={client.error!r}")
+    lines.append("-- does each node answer")
+    lines.extend(_probe(project, run))
+    lines.append("-- kcoord cluster status --json")
+    lines.append("(etcd did not answer)" if status is None else json.dumps(status, indent=None))
+    return "\n".join(lines)
+
+
+def _describe(project: Project, service: str, chars: int = 30_000) -> str:
+    """A service's state and a long tail of its logs (the harness's describe keeps 3000 characters)."""
+    try:
+        state = project.inspect(service, "{{.State.Status}} exit={{.State.ExitCode}}")
+        out, err = project.logs(service)
+    except (CommandFailed, AssertionError) as exc:
+        return f"({service}: {exc})"
+    return f"[{service}: {state}]\n{out[-chars:]}\n{err[-chars:]}"
 
 
 def _scenario(project: Project, run: ClusterRun, bootstrap: str) -> None:
@@ -219,7 +318,7 @@ def _scenario(project: Project, run: ClusterRun, bootstrap: str) -> None:
     for client in (producer, *groups):
         client.start()
     try:
-        _phase(run, "three nodes", producer, groups, 3)
+        _phase(project, run, "three nodes", producer, groups, 3)
 
         project.engine.cli("kill", project.container("kcoord-3"))
         run.killed_exit = project.state("kcoord-3")
@@ -228,7 +327,7 @@ def _scenario(project: Project, run: ClusterRun, bootstrap: str) -> None:
         run.statuses["failed over"] = wait_for(
             lambda: (s := _status(project)) and _settled(s, {1, 2}, balanced=False) and s,
             STEP_TIMEOUT, "every partition led by nodes 1 and 2")
-        _phase(run, "node 3 killed, its partitions failed over", producer, groups, 3)
+        _phase(project, run, "node 3 killed, its partitions failed over", producer, groups, 3)
 
         project.engine.cli("start", project.container("kcoord-3"))
         project.wait_healthy("kcoord-3")
@@ -236,7 +335,7 @@ def _scenario(project: Project, run: ClusterRun, bootstrap: str) -> None:
             lambda: (s := _status(project)) and _settled(s, {1, 2, 3})
             and next(n["leads"] for n in s["nodes"] if n["id"] == 3) > 0 and s,
             STEP_TIMEOUT, "node 3 rejoined and leads partitions again")
-        _phase(run, "node 3 back", producer, groups, 3)
+        _phase(project, run, "node 3 back", producer, groups, 3)
     finally:
         for client in (producer, *groups):
             client.stop_event.set()
@@ -252,7 +351,7 @@ def cluster_run() -> Iterator[ClusterRun]:
     if isinstance(choice, str):
         pytest.skip(f"containers cannot run on this machine: {choice}")
     ports = {f"KCOORD_CLUSTER_PORT_{n}": str(_free_port()) for n in NODES}
-    run = ClusterRun()
+    run = ClusterRun(ports={n: int(ports[f"KCOORD_CLUSTER_PORT_{n}"]) for n in NODES})
     with open_engine(choice) as engine:
         project = Project(engine, PROJECT, ports, CLUSTER_FILE)
         project.down()  # whatever an interrupted run left behind
@@ -260,7 +359,7 @@ def cluster_run() -> Iterator[ClusterRun]:
             _scenario(project, run, f"127.0.0.1:{ports['KCOORD_CLUSTER_PORT_1']}")
         except BaseException:
             for service in ("etcd", *NODES.values()):
-                print(project.describe(service))
+                print(_describe(project, service))
             raise
         finally:
             project.down()
