@@ -192,6 +192,28 @@ class LeaderState:
         return ErrorCode.NONE if len(self.isr) >= self.min_insync else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
+def check_last_fetched_epoch(last_fetched_epoch: int, fetch_offset: int,
+                             leader_end_for_epoch: tuple[int, int]) -> tuple[ErrorCode, tuple[int, int] | None]:
+    """Does a follower's log agree with the leader's up to its fetch offset (KIP-279)?
+
+    ``leader_end_for_epoch`` is the leader's (largest epoch at or below the follower's last
+    fetched epoch, that epoch's end offset). (NONE, None): it agrees; (NONE, (epoch, end)):
+    it diverges, and the follower cuts its log there. When the leader's log knows no epoch
+    that old ((-1, -1): a new leader with an empty log, or one whose batches are all of later
+    epochs), the answer is OFFSET_OUT_OF_RANGE, as Kafka's Partition.fetchRecords answers,
+    and the follower cuts its log back to the high watermark. A diverging epoch of (-1, -1)
+    could not say it: those are the field's defaults, which a follower reads as "no
+    divergence", so it would fetch past the leader's end forever without being counted,
+    holding the high watermark (and every write waiting for the ISR) until it left the ISR.
+    """
+    epoch, end = leader_end_for_epoch
+    if epoch < 0 or end < 0:
+        return ErrorCode.OFFSET_OUT_OF_RANGE, None
+    if epoch < last_fetched_epoch or end < fetch_offset:
+        return ErrorCode.NONE, (epoch, end)
+    return ErrorCode.NONE, None
+
+
 def divergence(diverging_epoch: int, diverging_end: int, local_end_for_epoch: tuple[int, int],
                log_end: int) -> int:
     """Where a follower cuts its log when its leader reports a diverging epoch (KIP-279):

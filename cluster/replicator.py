@@ -40,7 +40,7 @@ from cluster.etcd import Compare, EtcdClient, EtcdError, EtcdUnavailable, Put
 from cluster.fencing import LeaseClock
 from cluster.model import COORDINATOR_TOPIC, ClusterImage, Keys, TopicPartition, encode_isr
 from cluster.replica import ReplicaClient
-from cluster.replication import LeaderState, divergence
+from cluster.replication import LeaderState, check_last_fetched_epoch, divergence
 from protocol.errors import ErrorCode
 from storage.hw_checkpoint import HighWatermarkCheckpoint
 from storage.partition import CorruptLogError, PartitionLog
@@ -231,11 +231,14 @@ class Replicator:
         last_epoch = int(part.get("last_fetched_epoch", -1))
         if last_epoch >= 0:
             # KIP-279: does the follower's log agree with ours up to its fetch offset?
-            epoch, epoch_end = plog.end_offset_for_epoch(last_epoch)
-            if epoch < last_epoch or epoch_end < offset:
+            error, diverging = check_last_fetched_epoch(last_epoch, offset, plog.end_offset_for_epoch(last_epoch))
+            if error is not ErrorCode.NONE:
+                entry.update(error_code=int(error), high_watermark=state.high_watermark, log_start_offset=start)
+                return entry
+            if diverging is not None:
                 entry.update(high_watermark=state.high_watermark, log_start_offset=start,
                              last_stable_offset=state.high_watermark,
-                             diverging_epoch={"epoch": epoch, "end_offset": epoch_end})
+                             diverging_epoch={"epoch": diverging[0], "end_offset": diverging[1]})
                 return entry
         if offset < start or offset > end:
             entry.update(error_code=int(ErrorCode.OFFSET_OUT_OF_RANGE), high_watermark=state.high_watermark,

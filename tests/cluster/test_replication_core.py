@@ -14,7 +14,7 @@ from cluster.assignment import (
     reassign,
 )
 from cluster.model import Assignment, ClusterImage, Keys, Leadership, NodeInfo, TopicInfo, encode_isr
-from cluster.replication import LeaderState, divergence
+from cluster.replication import LeaderState, check_last_fetched_epoch, divergence
 from cluster.roles import Role, elected, handover_target, role
 from protocol.errors import ErrorCode
 
@@ -191,3 +191,14 @@ def test_a_cancelled_reassignment_makes_the_leader_write_its_isr_without_the_add
     assert state.wanted_isr(0.5, 2.0) == frozenset({1, 2})
     state.isr_written(frozenset({1, 2}))
     assert state.wanted_isr(0.5, 2.0) is None
+
+
+def test_a_follower_whose_last_epoch_the_leader_does_not_know_is_told_its_offset_is_out_of_range() -> None:
+    # Agrees: the leader's epoch 5 runs past the follower's offset.
+    assert check_last_fetched_epoch(5, 10, (5, 12)) == (ErrorCode.NONE, None)
+    # Diverges: the leader's epoch 5 ended at 8, or the leader's latest epoch at or below 7 is 5.
+    assert check_last_fetched_epoch(5, 10, (5, 8)) == (ErrorCode.NONE, (5, 8))
+    assert check_last_fetched_epoch(7, 10, (5, 12)) == (ErrorCode.NONE, (5, 12))
+    # Unknown (a new leader with an empty log): not a diverging epoch of (-1, -1), which is
+    # the wire field's default and reads as "no divergence".
+    assert check_last_fetched_epoch(5, 1, (-1, -1)) == (ErrorCode.OFFSET_OUT_OF_RANGE, None)
