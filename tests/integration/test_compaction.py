@@ -87,6 +87,22 @@ def _commits_in(paths: list[Path]) -> dict[int, int]:
     return found
 
 
+def _live_then_history(live: Path, history: Path) -> tuple[dict[int, int], dict[int, int]]:
+    """Read the live segments, then the history ones, while the cleaner keeps running.
+
+    The cleaner copies a segment to history before it replaces the live one, so reading
+    live first and history second sees every commit at least once. A segment the cleaner
+    swaps out between the listing and the read is gone; the whole read is then repeated.
+    """
+    for _ in range(50):
+        try:
+            live_commits = _commits_in(sorted(live.glob("*.log")))
+            return live_commits, _commits_in(sorted(history.glob("*.log")))
+        except FileNotFoundError:
+            continue
+    raise AssertionError("the cleaner replaced segments during each of 50 reads")
+
+
 def test_history_retention_keeps_every_commit_the_cleaner_removed(broker_factory: object) -> None:
     broker: BrokerProcess = broker_factory(  # type: ignore[operator]
         dict(CLEANER, **{"log.history.retention.ms": 86_400_000}))
@@ -97,10 +113,9 @@ def test_history_retention_keeps_every_commit_the_cleaner_removed(broker_factory
             _commit(client, offset)
         broker.wait_for_log(r"cleaned __consumer_offsets-0: .*records_after", timeout=30)
         wait_until(lambda: history.is_dir() and any(history.glob("*.log")), 30, "history segments")
-        live = sorted((broker.data_dir / "__consumer_offsets-0").glob("*.log"))
-        live_commits = _commits_in(live)
+        live_commits, history_commits = _live_then_history(broker.data_dir / "__consumer_offsets-0", history)
         assert len(live_commits) < 400, "the live log was compacted"
-        union = _commits_in(sorted(history.glob("*.log"))) | live_commits
+        union = history_commits | live_commits
         # Every commit ever made is in history + live, each at one log offset.
         assert sorted(union.values()) == list(range(0, 4000, 10))
     broker.restart()  # the history folder does not confuse start-up
