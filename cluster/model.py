@@ -212,20 +212,37 @@ class ClusterImage:
     deleted: dict[str, int] = field(default_factory=dict)
     #: Grows on every change applied: what a listener compares to know something moved.
     version: int = 0
+    #: Each present key's value and lease as applied, so a full read can keep newer changes.
+    values: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.cluster_id = None
         self.controller = None
         for table in (self.nodes, self.node_leases, self.topics, self.assignments, self.leaders, self.isrs,
-                      self.revisions, self.deleted):
+                      self.revisions, self.deleted, self.values):
             table.clear()
 
     def load(self, revision: int, items: Iterable[tuple[str, bytes, int, int]]) -> None:
-        """Replace everything with a full read: ``(key, value, mod revision, lease)`` items."""
+        """Replace everything with a full read, as of ``revision``: ``(key, value, mod revision,
+        lease)`` items.
+
+        Changes the image already holds from after ``revision`` are kept: a read that was under
+        way while this node wrote (its own claim of a leadership, applied when etcd answered)
+        or while its watch ran ahead does not show them, and dropping them would leave the
+        image behind etcd until that key changes again.
+        """
+        newer: list[tuple[str, bytes | None, int, int]] = []  # (key, value or None, mod revision, lease)
+        for key, mod_revision in self.revisions.items():
+            if mod_revision > revision and key in self.values:
+                value, lease = self.values[key]
+                newer.append((key, value, mod_revision, lease))
+        newer += [(key, None, mod_revision, 0) for key, mod_revision in self.deleted.items() if mod_revision > revision]
         self.clear()
         for key, value, mod_revision, lease in items:
             self.apply(key, value, mod_revision, lease)
-        self.revision = revision
+        for key, maybe_value, mod_revision, lease in newer:
+            self.apply(key, maybe_value, mod_revision, lease)
+        self.revision = max(revision, self.revision)
         self.version += 1
 
     def apply(self, key: str, value: bytes | None, mod_revision: int, lease: int = 0) -> None:
@@ -237,9 +254,11 @@ class ClusterImage:
             return
         if value is None:
             self.revisions.pop(key, None)
+            self.values.pop(key, None)
             self.deleted[key] = mod_revision
         else:
             self.revisions[key] = mod_revision
+            self.values[key] = (value, lease)
             self.deleted.pop(key, None)
         self.revision = max(self.revision, mod_revision)
         self.version += 1

@@ -86,6 +86,28 @@ def test_a_change_older_than_the_one_the_image_holds_is_ignored() -> None:
     assert image.leaders[("t", 0)] == Leadership(1, 5)
 
 
+def test_a_full_read_keeps_the_changes_the_image_holds_from_after_it() -> None:
+    # A node whose lease lapsed registers again and reads everything; while that read is under
+    # way it claims a partition (etcd answers 77, applied at once) and its watch brings a
+    # deletion (78). The read, as of 75, shows neither: both must survive it, or the node
+    # believes no one leads the partition it just claimed and never serves it.
+    image = image_with([1, 2], {("t", 0): (1,), ("t", 1): (2,)}, {("t", 1): 2})
+    image.apply(KEYS.leader("t", 0), Leadership.encode(1), 77, 5)
+    image.apply(KEYS.leader("t", 1), None, 78)
+    image.load(75, [(KEYS.node(1), NodeInfo(1, {}).encode(), 70, 5), (KEYS.node(2), NodeInfo(2, {}).encode(), 3, 7),
+                    (KEYS.assignment("t", 0), Assignment((1,)).encode(), 4, 0),
+                    (KEYS.assignment("t", 1), Assignment((2,)).encode(), 5, 0),
+                    (KEYS.leader("t", 1), Leadership.encode(2), 60, 7)])
+    assert image.leaders[("t", 0)] == Leadership(1, 77)
+    assert image.revision_of(KEYS.leader("t", 0)) == 77
+    assert ("t", 1) not in image.leaders
+    assert image.revision == 78
+    # A read from after those changes is taken as it is.
+    image.load(90, [(KEYS.node(1), NodeInfo(1, {}).encode(), 70, 5)])
+    assert image.leaders == {} and set(image.nodes) == {1}
+    assert image.revision == 90
+
+
 def test_values_it_cannot_read_are_ignored() -> None:
     image = ClusterImage(KEYS)
     image.apply(KEYS.topic("t"), b"not json", 3)
