@@ -17,6 +17,7 @@ import time
 import pytest
 
 from cluster.model import COORDINATOR_TOPIC
+from protocol.consumer_offsets import partition_for
 from tests.cluster.test_moves import Committer, committed
 from tests.support.clients import create_topic
 from tests.support.cluster import Cluster, wait_for
@@ -26,9 +27,32 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 ROUNDS = 2
 
 
-def _all_commit_after(committers: list[Committer], moment: float, what: str) -> None:
-    wait_for(lambda: all(c.acked_at and c.acked_at[-1] > moment for c in committers), 90,
-             f"every group committing again after {what}")
+def _all_commit_after(cluster: Cluster, committers: list[Committer], moment: float, what: str) -> None:
+    try:
+        wait_for(lambda: all(c.acked_at and c.acked_at[-1] > moment for c in committers), 90,
+                 f"every group committing again after {what}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_diagnosis(cluster, committers, moment)}") from None
+
+
+def _diagnosis(cluster: Cluster, committers: list[Committer], moment: float) -> str:
+    """What each stuck group saw, who etcd says coordinates it, and what that node logged of it."""
+    partitions = int(cluster.sets["offsets.topic.num.partitions"])  # type: ignore[call-overload]
+    now = time.monotonic()
+    lines = []
+    for c in committers:
+        if c.acked_at and c.acked_at[-1] > moment:
+            continue
+        part = partition_for(c.group, partitions)
+        last = f"{now - c.acked_at[-1]:.1f}s ago" if c.acked_at else "never"
+        lines.append(f"group {c.group} ({COORDINATOR_TOPIC}-{part}, coordinator per etcd: node "
+                     f"{cluster.coordinator_of(c.group)}): acked {c.acked}, last ack {last}, "
+                     f"last failures {c.failures[-3:]}")
+        for node_id, node in cluster.nodes.items():
+            mine = [line for line in node.log().splitlines() if f"{COORDINATOR_TOPIC}-{part}" in line]
+            lines.extend(f"  node {node_id}: {line}" for line in mine[-8:])
+    lines.append(f"partitions: {cluster.status()['partitions']}")
+    return "\n".join(lines)
 
 
 def test_repeated_pauses_and_etcd_outages_under_commit_load_lose_no_acknowledged_commit(cluster: Cluster) -> None:
@@ -59,13 +83,13 @@ def test_repeated_pauses_and_etcd_outages_under_commit_load_lose_no_acknowledged
                 for row in led:
                     now = after[(row["topic"], row["partition"])]
                     assert now["epoch"] > row["epoch"], f"{row['topic']}-{row['partition']} led again at a new epoch"
-                _all_commit_after(committers, time.monotonic(), f"node {node}'s pause")
+                _all_commit_after(cluster, committers, time.monotonic(), f"node {node}'s pause")
             cluster.etcd.kill()
             ttl = int(cluster.sets["broker.session.timeout.ms"]) / 1000  # type: ignore[call-overload]
             time.sleep(ttl + 1)  # past every lease: nothing may be led now
             cluster.etcd.start()
             cluster.wait_settled(60)
-            _all_commit_after(committers, time.monotonic(), "etcd's outage")
+            _all_commit_after(cluster, committers, time.monotonic(), "etcd's outage")
         epochs = {row["partition"]: row["epoch"] for row in cluster.status()["partitions"]
                   if row["topic"] == COORDINATOR_TOPIC}
     finally:
