@@ -6,10 +6,10 @@ answered with the error Kafka's brokers give, so the clients' own retry logic fi
 right node:
 
 - Produce, Fetch, ListOffsets and DeleteRecords for a partition led elsewhere get
-  NOT_LEADER_OR_FOLLOWER; Produce v10+ and Fetch v12+ also name the current leader and its
-  epoch (KIP-951's ``CurrentLeader``), and Produce v10+ that leader's address
-  (``NodeEndpoints``). An acks=0 Produce has no reply to carry the error, so the connection
-  is closed, as Kafka's KafkaApis does.
+  NOT_LEADER_OR_FOLLOWER; Produce v10+ and Fetch v16+ also name the current leader, its
+  epoch and its address (KIP-951's ``CurrentLeader`` and ``NodeEndpoints``), as Kafka's
+  KafkaApis does (Fetch v12-v15 has the field, but Kafka leaves it unset). An acks=0
+  Produce has no reply to carry the error, so the connection is closed, as KafkaApis does.
 - A fetch or list-offsets whose ``current_leader_epoch`` is older than the leader's gets
   FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320), as Kafka's Partition
   checks it.
@@ -185,7 +185,10 @@ def _fetch(version: int, body: Body, d: Directory) -> Decision:
         for part, error in parts:
             entry = reply(api, version, "responses", "partitions", partition_index=part.partition, error_code=error,
                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b"")
-            if version >= 12 and error == NOT_LEADER:
+            # Only from v16, where node_endpoints says where that leader is (Kafka's
+            # KafkaApis.handleFetchRequest): a v12-v15 client handed a leader it has no address
+            # for may try to send to it (kafka-python 3.0.12 raises UnknownBrokerIdError from poll).
+            if version >= 16 and error in (NOT_LEADER, FENCED):
                 leader, epoch = d.current_leader(topic, part.partition)
                 entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
                 if leader >= 0:
