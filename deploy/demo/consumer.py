@@ -151,6 +151,9 @@ class KafkaPythonMember(Member):
             self.args.topic, bootstrap_servers=self.args.bootstrap_server, group_id=self.args.group,
             client_id="demo-consumer-kafka-python", enable_auto_commit=False, auto_offset_reset="earliest",
         )
+        # Learn the topic's partitions before the first poll joins the group: kafka-python
+        # 3.0.12 can otherwise strand its first rejoin (docs/cluster.md, "Known client issues").
+        self.consumer.partitions_for_topic(self.args.topic)
 
     def poll_and_commit(self) -> None:
         from kafka.errors import CommitFailedError
