@@ -131,21 +131,29 @@ class Killer(threading.Thread):
         self.stall_timeout = stall_timeout
         self.done = 0
         self.failure: str | None = None
+        #: One line per kill: the committed transactions when it aimed, when it landed, and the restart.
+        self.log: list[str] = []
 
     def run(self) -> None:
         try:
             for _ in range(self.kills):
-                target = self.progress.commits + self.rng.randint(1, self.every)
+                aimed = self.progress.commits
+                target = aimed + self.rng.randint(1, self.every)
                 if not self.progress.wait_for(target, self.stall_timeout):
                     self.failure = f"no progress to {target} commits within {self.stall_timeout}s"
                     return
                 if self.progress.done.is_set():
+                    self.log.append(f"the application finished at {self.progress.commits} commits")
                     return
                 time.sleep(self.rng.uniform(0, 0.08))
+                landed = self.progress.commits
                 self.broker.kill()
+                started = time.monotonic()
                 self.broker.listen = f"{self.broker.host}:{self.broker.port}"
                 self.broker.start(timeout=60)
                 self.done += 1
+                self.log.append(f"kill {self.done}: aimed at {aimed}+, landed at {landed} commits, "
+                                f"restarted in {time.monotonic() - started:.1f}s")
         except BaseException as exc:  # reported by the test
             self.failure = f"{type(exc).__name__}: {exc}"
 
