@@ -161,6 +161,9 @@ class ClusterNode:
         broker.data.replication = self.replicator
         broker.groups.replication = self.replicator
         transactions = broker.transactions
+        # Producer ids are unique in the cluster: a transactional id's is this node's own too.
+        allocate = transactions.coordinator.allocate_producer_id
+        transactions.coordinator.allocate_producer_id = lambda: allocate() * PRODUCER_ID_STRIDE + self.node_id
         transactions.replication = self.replicator
         transactions.channel = self.markers
         transactions.leads = lambda topic, partition: self.serving.serves((topic, partition))
