@@ -1,12 +1,12 @@
 """Exactly-once in a cluster: transactional consume-transform-produce on three real nodes (every
 partition, ``__transaction_state`` and ``__consumer_offsets`` included, with three replicas),
 real etcd, real clients, and kill -9 of the node that coordinates the transactional id, then of
-the node that leads the data partitions and the group's offsets partition.
+a node that leads output partitions.
 
 At the end a read_committed consumer reads every input record exactly once in the output, and
 the application's committed input offsets are the ends of the input (what the output says was
 processed). ``KCOORD_CHAOS_ROUNDS`` sets the number of kills of the confluent-kafka run
-(``make chaos`` runs more); the short version kills each kind of node once.
+(``make chaos`` runs 20); the short version kills each kind of node once.
 """
 
 from __future__ import annotations
@@ -100,22 +100,14 @@ def transaction_coordinator(cluster: Cluster, transactional_id: str) -> int:
     return _leader(cluster, TRANSACTION_TOPIC, partition_for(transactional_id, TXN_PARTITIONS))
 
 
-def data_leader(cluster: Cluster, group: str, transactional_id: str) -> int:
-    """A node leading output partitions or the group's offsets partition, and not the
-    transaction coordinator if another node will do."""
-    coordinator = transaction_coordinator(cluster, transactional_id)
-    candidates = [_leader(cluster, "eos-out", p) for p in range(PARTITIONS)]
-    candidates.append(_leader(cluster, COORDINATOR_TOPIC, partition_for(group, OFFSETS_PARTITIONS)))
-    others = [n for n in candidates if n != coordinator]
-    return others[0] if others else candidates[0]
-
-
 def data_only_leader(cluster: Cluster, group: str, transactional_id: str) -> int:
     """A node leading output partitions but coordinating neither the transactional id nor the group."""
     coordinators = {transaction_coordinator(cluster, transactional_id),
                     _leader(cluster, COORDINATOR_TOPIC, partition_for(group, OFFSETS_PARTITIONS))}
     leaders = [_leader(cluster, "eos-out", p) for p in range(PARTITIONS)]
-    return next((n for n in leaders if n not in coordinators), leaders[0])
+    found = next((n for n in leaders if n not in coordinators), None)
+    assert found is not None, f"every output leader {leaders} is a coordinator {coordinators}"
+    return found
 
 
 class NodeKiller(threading.Thread):
@@ -205,22 +197,40 @@ def _run(cluster: Cluster, app: ConfluentApp | KafkaPythonApp, picks: list[Calla
     return killer
 
 
+def transactional_id_apart_from(cluster: Cluster, group: str, prefix: str) -> str:
+    """A transactional id whose coordinator is not the group's coordinator."""
+    group_coordinator = _leader(cluster, COORDINATOR_TOPIC, partition_for(group, OFFSETS_PARTITIONS))
+    for i in range(1000):
+        candidate = f"{prefix}-{i}"
+        if transaction_coordinator(cluster, candidate) != group_coordinator:
+            return candidate
+    raise AssertionError(f"every transactional id is coordinated with group {group}")
+
+
 def test_confluent_kafka_exactly_once_survives_killing_the_transaction_coordinator_and_a_data_leader(
         replicated: Cluster) -> None:
+    """The node killed is never the group's coordinator: librdkafka (up to 2.16 at least) hangs
+    ``send_offsets_to_transaction`` past its timeout when the group coordinator's broker
+    leaves the metadata (librdkafka issue #5511, open), which a killed node does once its
+    lease ends, in Kafka as here."""
     cluster = replicated
     bootstrap = _start(cluster)
     records = 200 + ROUNDS * 250
     ends = seed(bootstrap, "eos-in", PARTITIONS, records)
-    app = ConfluentApp(bootstrap, "eos-in", "eos-out", ends, transactional_id="ctp-cluster",
+    group = "ctp"
+    app = ConfluentApp(bootstrap, "eos-in", "eos-out", ends, group=group,
+                       transactional_id=transactional_id_apart_from(cluster, group, "ctp-cluster"),
                        deadline=90 + ROUNDS * 40)
     if os.environ.get("KCOORD_TXN_LOGS"):
         app.extra = {"debug": "eos"}
-    picks: list[Callable[[], int]] = []
-    for round_ in range(ROUNDS):
-        if round_ % 2 == 0:
-            picks.append(lambda: transaction_coordinator(cluster, app.transactional_id))
-        else:
-            picks.append(lambda: data_leader(cluster, app.group, app.transactional_id))
+
+    def coordinator() -> int:
+        node = transaction_coordinator(cluster, app.transactional_id)
+        assert node != _leader(cluster, COORDINATOR_TOPIC, partition_for(group, OFFSETS_PARTITIONS))
+        return node
+
+    picks = [coordinator if round_ % 2 == 0 else (lambda: data_only_leader(cluster, group, app.transactional_id))
+             for round_ in range(ROUNDS)]
     killer = _run(cluster, app, picks, bootstrap, records, ends)
     print(f"killed {killer.killed}; {app.progress.commits} commits, {app.progress.aborts} aborts, "
           f"{app.progress.restarts} producer restarts")
