@@ -120,7 +120,9 @@ class ClusterNode:
         self.transaction_replication_factor: int = config["transaction.state.log.replication.factor"]
         self.serving = Serving(self.lease, clock=clock)
         self.replicator = Replicator(self)
-        self.placement: Placement = ClusterPlacement(self.image, self.offsets_partitions, self.transaction_partitions)
+        self.placement: Placement = ClusterPlacement(self.image, self.offsets_partitions, self.transaction_partitions,
+                                                     self._want_transaction_topic)
+        self._creating_transaction_topic = False
         self.markers = MarkerSender(self.node_id, self.image, lambda: self.broker.transactions, self._inter_broker)
         self.listeners: dict[str, tuple[str, int]] = {}
         self.handovers: dict[TopicPartition, Handover] = {}
@@ -910,16 +912,9 @@ class ClusterNode:
 
     async def _control(self) -> None:
         image = self.image
-        for name, partitions, factor in (
-                (COORDINATOR_TOPIC, self.offsets_partitions, self.offsets_replication_factor),
-                (TRANSACTION_TOPIC, self.transaction_partitions, self.transaction_replication_factor)):
-            if name in image.topics:
-                continue
-            info = TopicInfo(name, uuid.uuid4(), partitions, replication_factor=factor)
-            key = self.keys.topic(name)
-            result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
-            if result.succeeded:
-                image.apply(key, info.encode(), result.revision)
+        if COORDINATOR_TOPIC not in image.topics:
+            await self._create_internal_topic(COORDINATOR_TOPIC, self.offsets_partitions,
+                                              self.offsets_replication_factor)
         await self._complete_reassignments()
         changes = rules.place_missing(image)
         live = frozenset(image.nodes)
@@ -946,6 +941,34 @@ class ClusterNode:
                 log.info("controller: %s-%d -> %s (%s)", *change.tp, list(change.assignment.replicas), change.why)
         if changes:
             self._wake()
+
+    async def _create_internal_topic(self, name: str, partitions: int, replication_factor: int) -> bool:
+        info = TopicInfo(name, uuid.uuid4(), partitions, replication_factor=replication_factor)
+        key = self.keys.topic(name)
+        result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
+        if result.succeeded:
+            self.image.apply(key, info.encode(), result.revision)
+            self._wake()
+        return bool(result.succeeded)
+
+    def _want_transaction_topic(self) -> None:
+        """``__transaction_state`` is created when a transactional id is first looked up, as
+        Kafka creates it; any node may write it (compare-and-set), the controller places it."""
+        if self._creating_transaction_topic or self._nursery is None:
+            return
+        self._creating_transaction_topic = True
+        self._spawn(self._create_transaction_topic)
+
+    async def _create_transaction_topic(self) -> None:
+        try:
+            if await self._create_internal_topic(TRANSACTION_TOPIC, self.transaction_partitions,
+                                                 self.transaction_replication_factor):
+                log.info("created %s (%d partitions, replication factor %d) for the first transactional id",
+                         TRANSACTION_TOPIC, self.transaction_partitions, self.transaction_replication_factor)
+        except (EtcdUnavailable, EtcdError) as exc:
+            log.warning("could not create %s: %s", TRANSACTION_TOPIC, exc)
+        finally:
+            self._creating_transaction_topic = False
 
     async def _complete_reassignments(self) -> None:
         """Reassignments of replicated partitions whose target replicas are all in sync become

@@ -97,7 +97,6 @@ class Replicator:
         config = node.config
         self.lag_s = config["replica.lag.time.max.ms"] / 1000
         self.min_insync_default = int(config["min.insync.replicas"])
-        self.transaction_min_isr = int(config["transaction.state.log.min.isr"])
         self.durable = config["log.flush.policy"] == "durable"
         self.leaders: dict[TopicPartition, LeaderState] = {}
         self.followers: dict[TopicPartition, tuple[tuple[int, int], trio.CancelScope]] = {}
@@ -203,7 +202,7 @@ class Replicator:
         if tp[0] == COORDINATOR_TOPIC:
             return self.min_insync_default
         if tp[0] == TRANSACTION_TOPIC:
-            return self.transaction_min_isr
+            return int(self.node.config["transaction.state.log.min.isr"])
         catalog = self.node.catalog
         topic = None if catalog is None else catalog.get(tp[0])
         return int(topic.config("min.insync.replicas")) if topic is not None else self.min_insync_default

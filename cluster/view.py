@@ -36,10 +36,14 @@ class Serving:
 class ClusterPlacement:
     """Live nodes, the controller and partition leaders, from the image."""
 
-    def __init__(self, image: ClusterImage, offsets_partitions: int, transaction_partitions: int = 50) -> None:
+    def __init__(self, image: ClusterImage, offsets_partitions: int, transaction_partitions: int = 50,
+                 create_transaction_topic: Callable[[], None] = lambda: None) -> None:
         self.image = image
         self.offsets_partitions = offsets_partitions
         self.transaction_partitions = transaction_partitions
+        #: Asked for when a transactional id is first looked up and ``__transaction_state`` does
+        #: not exist yet: Kafka creates the topic then (KafkaApis' getOrCreateInternalTopic).
+        self.create_transaction_topic = create_transaction_topic
 
     def brokers(self, listener: str, me: BrokerEndpoint) -> list[BrokerEndpoint]:
         out = []
@@ -67,6 +71,9 @@ class ClusterPlacement:
         return self._leader_of((COORDINATOR_TOPIC, partition_for(group_id, self.offsets_partitions)), listener)
 
     def transaction_coordinator(self, transactional_id: str, listener: str, me: BrokerEndpoint) -> Coordinator:
+        if TRANSACTION_TOPIC not in self.image.topics:
+            self.create_transaction_topic()
+            return Coordinator(None, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return self._leader_of((TRANSACTION_TOPIC, partition_for(transactional_id, self.transaction_partitions)),
                                listener)
 

@@ -74,3 +74,16 @@ def test_a_single_node_coordinates_groups_and_transactional_ids_itself() -> None
     for key_type in (GROUP, TRANSACTION):
         answer = _answer(SINGLE_NODE, key_type)
         assert (answer["error_code"], answer["node_id"], answer["port"]) == (0, 1, 9092)
+
+
+def test_the_first_transactional_lookup_in_a_cluster_asks_for_the_transaction_topic() -> None:
+    from cluster.model import ClusterImage, Keys
+    from cluster.view import ClusterPlacement
+
+    asked: list[bool] = []
+    placement = ClusterPlacement(ClusterImage(Keys("test")), 50, 50, lambda: asked.append(True))
+    txn = _answer(placement, TRANSACTION)
+    assert (txn["error_code"], txn["node_id"]) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    assert asked == [True]
+    _answer(placement, GROUP)
+    assert asked == [True]  # a group lookup never creates it

@@ -22,9 +22,12 @@ import pytest
 
 from cluster.local import EtcdServer
 from cluster.model import COORDINATOR_TOPIC, TRANSACTION_TOPIC
+from protocol.api_keys import ApiKey
 from protocol.consumer_offsets import partition_for
+from protocol.errors import ErrorCode
 from tests.support.cluster import Cluster, wait_for
 from tests.support.eos import ConfluentApp, KafkaPythonApp, Progress, read_committed, seed, value_of
+from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
 
@@ -76,6 +79,11 @@ def _start(cluster: Cluster) -> str:
         cluster.start(node)
     bootstrap = ",".join(p.bootstrap for p in cluster.nodes.values())
     _create_topics(bootstrap)
+    # The first lookup of a transactional id creates __transaction_state (COORDINATOR_NOT_AVAILABLE meanwhile).
+    first = cluster.nodes[1]
+    with WireClient(first.host, first.port) as client:
+        reply = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["first"]})
+    assert reply.coordinators[0].error_code in (0, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
     _wait_in_sync(cluster, "every partition led with three in-sync replicas")
     return bootstrap
 
