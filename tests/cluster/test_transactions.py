@@ -194,9 +194,9 @@ def _run(cluster: Cluster, app: ConfluentApp | KafkaPythonApp, picks: list[Calla
         assert not app.is_alive(), f"the application is stuck; steps {app.log[-15:]}; at\n{_stack_of(app)}"
         assert app.error is None, f"{app.error!r}; steps {app.log[-15:]}"
         assert killer.failure is None, f"{killer.failure}; steps {app.log[-15:]}"
-        assert len(killer.killed) == len(picks), f"only {killer.killed} were killed before the input ran out"
         _check_exactly_once(bootstrap, records)
         _check_committed_offsets(bootstrap, app.group, ends)
+        assert len(killer.killed) == len(picks), f"only {killer.killed} were killed before the input ran out"
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{_logs(cluster, 200_000 if os.environ.get('KCOORD_TXN_LOGS') else 3000)}"
                              ) from None
@@ -223,7 +223,7 @@ def test_confluent_kafka_exactly_once_survives_killing_the_transaction_coordinat
     lease ends, in Kafka as here."""
     cluster = replicated
     bootstrap = _start(cluster)
-    records = 200 + ROUNDS * 250
+    records = 200 + ROUNDS * 600
     ends = seed(bootstrap, "eos-in", PARTITIONS, records)
     group = "ctp"
     app = ConfluentApp(bootstrap, "eos-in", "eos-out", ends, group=group,
