@@ -46,10 +46,12 @@ etcd: $(VENV)/.installed-dev
 cluster-failures: $(VENV)/.installed-dev etcd
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow --cpu-load=1 tests/cluster
 
-# The long failover suite (docs/cluster.md#replication): 20 leader kills instead of the 5 of make test.
+# The long failover suite (docs/cluster.md#replication): 20 leader kills instead of the 5 of make test,
+# and 20 kills of transaction coordinators and data leaders under exactly-once (docs/cluster.md#transactions).
 .PHONY: chaos
 chaos: $(VENV)/.installed-dev etcd
-	KCOORD_CHAOS_ROUNDS=20 $(BIN)/python -m pytest -q -p no:cacheprovider -s --cpu-load=1 tests/cluster/test_failover.py
+	KCOORD_CHAOS_ROUNDS=20 $(BIN)/python -m pytest -q -p no:cacheprovider -s --cpu-load=1 tests/cluster/test_failover.py \
+	  tests/cluster/test_transactions.py
 
 # The Spark engine of `kcoord pipeline` (pyspark, pyarrow, pandas) in .venv; Spark also needs Java 17+.
 pipeline: $(VENV)/.installed

@@ -100,7 +100,7 @@ class Broker:
         catalog.listeners.append(data)
         # The transaction coordinator writes markers through the data and group services, and
         # answers Produce's question whether a partition is in a transaction.
-        transactions = TransactionService.open(config, data_dir, groups, data, fs)
+        transactions = TransactionService.open(config, data_dir, groups, data, fs, load=cluster is None)
         data.transactions = transactions
         # Offsets left out of their log (a truncated tail, a crash before a nearest commit
         # was durable) move back in before anything is served.

@@ -266,6 +266,14 @@ SETTINGS: tuple[Setting, ...] = (
             "Fixed once the log exists.", _positive, "> 0"),
     Setting("transaction.state.log.segment.bytes", int, 104857600, "Segment size of __transaction_state.",
             _positive, "> 0"),
+    Setting("transaction.state.log.replication.factor", int, 3,
+            "Replicas of each __transaction_state partition in a cluster, capped at the number of live nodes "
+            "when the partition is placed; the controller adds replicas as nodes join, up to this number.",
+            _positive, ">= 1"),
+    Setting("transaction.state.log.min.isr", int, 2,
+            "The min.insync.replicas of __transaction_state in a cluster: a transaction coordinator's write is "
+            "refused (NOT_COORDINATOR) while fewer replicas of its partition are in sync. A single node does "
+            "not replicate it.", _positive, ">= 1"),
     Setting("producer.id.expiration.ms", int, 86400000,
             "A partition forgets an idempotent or transactional producer with no open transaction whose "
             "last batch is older than this (its sequences are then unknown).", _positive, "> 0"),

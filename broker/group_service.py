@@ -274,6 +274,13 @@ class GroupService:
                     log_.append(group_id, encode_records(records, self._group_records), now,
                                 producer_id=producer_id, producer_epoch=epoch)
                     self.records_appended += len(records)
+                    if self.replication is not None:
+                        # A TxnOffsetCommit is answered once the ISR has it: its COMMIT marker,
+                        # written later, must never reach a log that lost the offsets.
+                        partition = log_.partition_of(group_id)
+                        plog = log_.partition_log(partition)
+                        if plog is not None:
+                            written[partition] = plog.next_offset
             except OSError as exc:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)

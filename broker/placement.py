@@ -57,6 +57,9 @@ class Placement(Protocol):
 
     def group_coordinator(self, group_id: str, listener: str, me: BrokerEndpoint) -> Coordinator: ...
 
+    def transaction_coordinator(self, transactional_id: str, listener: str, me: BrokerEndpoint) -> Coordinator:
+        """The leader of the transactional id's ``__transaction_state`` partition."""
+
 
 class SingleNodePlacement:
     """This process is the whole cluster."""
@@ -71,6 +74,9 @@ class SingleNodePlacement:
         return PartitionPlacement(me.node_id, 0, (me.node_id,), (me.node_id,))
 
     def group_coordinator(self, group_id: str, listener: str, me: BrokerEndpoint) -> Coordinator:
+        return Coordinator(me)
+
+    def transaction_coordinator(self, transactional_id: str, listener: str, me: BrokerEndpoint) -> Coordinator:
         return Coordinator(me)
 
 

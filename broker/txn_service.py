@@ -11,7 +11,14 @@ are durable, and only then lets the coordinator complete the transaction. A cras
 anywhere in between leaves the Prepare record, and the load finishes the job.
 
 The same local marker writes answer WriteTxnMarkers, the request a clustered coordinator
-would send a partition leader (``broker.txn.markers``).
+sends a partition leader (``broker.txn.markers``).
+
+On a cluster node (``cluster.node`` sets ``replication`` and ``channel``) the service
+loads and unloads ``__transaction_state`` partitions as the node comes to lead them
+(``load_partition``, ``unload_partition``), every reply and every marker waits until the
+partition's in-sync replicas have the records it depends on, and a decided transaction's
+markers go through the channel: written here for partitions this node leads, sent as
+WriteTxnMarkers to the leaders of the others.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -31,9 +38,10 @@ from broker.deadlines import DeadlineTask
 from broker.group_service import GroupService
 from broker.handlers.groups import client_info
 from broker.metrics import Family, counter, gauge
+from broker.replication import AllSettled, Replication
 from broker.slots import Slot
 from broker.txn import TransactionConfig, TransactionCoordinator, TxnEffects
-from broker.txn.api import BINDINGS, Binding
+from broker.txn.api import BINDINGS, Binding, TypedRequest, error_result
 from broker.txn.markers import MarkerRequest, marker_requests_of
 from broker.txn.records import TransactionRecord
 from broker.txn.records import decode as decode_record
@@ -54,6 +62,28 @@ E = ErrorCode
 
 #: Called when a write or fsync fails: ``(what was being done, error)``.
 StorageFailure = Callable[[str, OSError], None]
+
+
+class MarkerChannel(Protocol):
+    """How a cluster node gets a decided transaction's markers written (``cluster.txn_markers``)."""
+
+    async def write_markers(self, job: MarkerRequest) -> bool:
+        """Write every marker of ``job`` and wait until each is on its partition's ISR, retrying
+        through leader changes; False once the job is no longer this coordinator's to finish."""
+
+
+class _Replicated:
+    """Whether the ISR took some appends: set once, with the partitions it did not take."""
+
+    __slots__ = ("event", "failures")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.failures: dict[tuple[str, int], ErrorCode] = {}
+
+    def settle(self, failures: dict[tuple[str, int], ErrorCode]) -> None:
+        self.failures = dict(failures)
+        self.event.set()
 
 
 class _Waiter:
@@ -91,7 +121,7 @@ class TransactionService:
         self.on_storage_failure: StorageFailure = lambda what, exc: groups.on_storage_failure(what, exc)
         self.stopped = False
         self.commit = GroupCommit(txn_log, durable=durable, on_failure=self._sync_failed, name=TRANSACTION_TOPIC)
-        self._tickets: dict[int, tuple[Slot, Binding]] = {}
+        self._tickets: dict[int, tuple[Slot, Binding, TypedRequest]] = {}
         self._next_ticket = 0
         self.timers = DeadlineTask(lambda: self.coordinator.next_deadline(),
                                    lambda now: self.apply(self.coordinator.on_time(now)), lambda: self.clock())
@@ -102,14 +132,29 @@ class TransactionService:
         self._added_at: dict[tuple[str, TopicPartition], int] = {}
         #: The partitions of each transactional id's open transaction, as last appended.
         self._appended_partitions: dict[str, frozenset[TopicPartition]] = {}
+        #: A cluster node's replication of ``__transaction_state`` and of the partitions it
+        #: writes markers to (None: one node).
+        self.replication: Replication | None = None
+        #: A cluster node's way to every partition leader's markers (None: all written here).
+        self.channel: MarkerChannel | None = None
+        #: Called with a ``__transaction_state`` partition whose write the ISR did not take
+        #: while this node still leads it: the node reloads it from its log.
+        self.on_lost_write: Callable[[int], None] = lambda partition: None
+        #: A cluster node's answer to "does this node lead that partition now?" (None: it leads all).
+        self.leads: Callable[[str, int], bool] | None = None
+        #: Marker jobs under way, by id(job): their EndTxn is answered NOT_COORDINATOR on unload.
+        self._jobs: dict[int, MarkerRequest] = {}
         # Metrics.
         self.records_appended = 0
         self.markers_in_flight = 0
 
     @classmethod
     def open(cls, config: Any, data_dir: Path, groups: GroupService, data: DataService,
-             fs: FileSystem = REAL_FS) -> TransactionService:
-        """Open ``__transaction_state``, replay it into a fresh coordinator, and finish what was decided."""
+             fs: FileSystem = REAL_FS, *, load: bool = True) -> TransactionService:
+        """Open ``__transaction_state``, replay it into a fresh coordinator, and finish what was decided.
+
+        ``load=False`` (a cluster node) opens the log without replaying it: partitions are
+        loaded as the node comes to lead them (``load_partition``)."""
         txn_log = CoordinatorLog(data_dir, config["transaction.state.log.num.partitions"],
                                  config["transaction.state.log.segment.bytes"], fs=fs, topic=TRANSACTION_TOPIC)
         service: TransactionService | None = None
@@ -125,7 +170,7 @@ class TransactionService:
         coordinator = TransactionCoordinator(TransactionConfig.from_config(config), allocate, data.catalog)
         started = time.monotonic()
         count = 0
-        for key, value, _timestamp in txn_log.replay():
+        for key, value, _timestamp in (txn_log.replay() if load else ()):
             record = decode_record(key, value)
             if record is None:
                 log.warning("skipping a %s record of a key version this coordinator does not know", TRANSACTION_TOPIC)
@@ -152,7 +197,7 @@ class TransactionService:
         typed = binding.decode(header.api_version, request.body)
         self._next_ticket += 1
         ticket = self._next_ticket
-        self._tickets[ticket] = (slot, binding)
+        self._tickets[ticket] = (slot, binding, typed)
         self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
         return slot
 
@@ -172,6 +217,11 @@ class TransactionService:
         Only that partition's addition counts: an AddPartitionsToTxn in flight for other
         partitions does not hold back a TxnOffsetCommit whose AddOffsetsToTxn was answered.
         """
+        if self.channel is not None and self.coordinator.partition_of(transactional_id) not in self.coordinator.epochs:
+            # A cluster node that does not coordinate this transactional id: Kafka's behaviour
+            # before KIP-890 (transaction.partition.verification.enable=false): the partition's
+            # producer state alone checks the batch (epochs, sequences); docs/cluster.md.
+            return E.NONE
         added = self._added_at.get((transactional_id, (topic, partition)))
         if added is not None and added > self.log.durable_seq and self.durable:
             return E.CONCURRENT_TRANSACTIONS
@@ -191,30 +241,77 @@ class TransactionService:
         return self.groups.submit(request, client_info(request.header.client_id, peer))
 
     def write_txn_markers(self, request: Request) -> Slot:
-        """WriteTxnMarkers: a coordinator's markers for partitions this broker leads, written locally."""
+        """WriteTxnMarkers: a coordinator's markers for partitions this broker leads, written locally.
+
+        Answered once every marker written is durable (and, on a cluster node, on its
+        partition's ISR), as Kafka's ReplicaManager answers the coordinator's append. A
+        marker from a coordinator epoch older than one the partition has seen is refused
+        with TRANSACTION_COORDINATOR_FENCED (the producer state's check).
+        """
         header = request.header
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
-        markers = []
-        data_seq = group_seq = 0
-        for job in marker_requests_of(request.body):
-            results: dict[str, list[dict[str, int]]] = {}
-            for topic, partition in job.partitions:
-                error, d, g = self._write_marker(job, topic, partition)
-                data_seq, group_seq = max(data_seq, d), max(group_seq, g)
-                results.setdefault(topic, []).append({"partition_index": partition, "error_code": int(error)})
-            markers.append({"producer_id": job.producer_id,
-                            "topics": [{"name": t, "partitions": ps} for t, ps in results.items()]})
-        slot.frame = encode_response(header.api_key, header.api_version, header.correlation_id, {"markers": markers})
+        jobs = marker_requests_of(request.body)
         if self._nursery is None:
-            slot.event.set()
+            results = [{tp: self._write_marker(job, *tp)[0] for tp in job.partitions} for job in jobs]
+            slot.fill(self._markers_reply(request, jobs, results))
         else:
-            self._nursery.start_soon(self._release_when_durable, slot, data_seq, group_seq)
+            self._nursery.start_soon(self._answer_markers, request, jobs, slot)
         return slot
 
-    async def _release_when_durable(self, slot: Slot, data_seq: int, group_seq: int) -> None:
+    async def _answer_markers(self, request: Request, jobs: list[MarkerRequest], slot: Slot) -> None:
+        results = [await self.write_local_markers(job, job.partitions) for job in jobs]
+        slot.fill(self._markers_reply(request, jobs, results))
+
+    @staticmethod
+    def _markers_reply(request: Request, jobs: list[MarkerRequest],
+                       results: list[dict[TopicPartition, ErrorCode]]) -> bytes:
+        markers = []
+        for job, errors in zip(jobs, results, strict=True):
+            by_topic: dict[str, list[dict[str, int]]] = {}
+            for (topic, partition), error in errors.items():
+                by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": int(error)})
+            markers.append({"producer_id": job.producer_id,
+                            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        header = request.header
+        return encode_response(header.api_key, header.api_version, header.correlation_id, {"markers": markers})
+
+    async def write_local_markers(self, job: MarkerRequest, partitions: tuple[TopicPartition, ...]
+                                  ) -> dict[TopicPartition, ErrorCode]:
+        """Write ``job``'s markers to ``partitions`` (led here); each partition's error once
+        its marker is durable and on the ISR, or why it is not."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        data_seq = group_seq = 0
+        written: dict[TopicPartition, int] = {}
+        for topic, partition in partitions:
+            if self.leads is not None and not self.leads(topic, partition):
+                errors[(topic, partition)] = E.NOT_LEADER_OR_FOLLOWER  # the coordinator looks the leader up again
+                continue
+            error, d, g = self._write_marker(job, topic, partition)
+            errors[(topic, partition)] = error
+            data_seq, group_seq = max(data_seq, d), max(group_seq, g)
+            if error is E.NONE and (d or g):
+                end = self._log_end(topic, partition)
+                if end is not None:
+                    written[(topic, partition)] = end
+        replication = self.replication
+        if replication is not None and written:
+            replicated = _Replicated()
+            gate = AllSettled(len(written), replicated.settle)
+            for (topic, partition), end in written.items():
+                replication.appended(topic, partition, end, gate.one(topic, partition))
+            await replicated.event.wait()
+            for tp, error in replicated.failures.items():
+                errors[tp] = E.NOT_LEADER_OR_FOLLOWER if error is E.NOT_LEADER_OR_FOLLOWER else E.NOT_ENOUGH_REPLICAS
         await self._durable(self.data.commit, data_seq)
         await self._durable(self.groups.commit, group_seq)
-        slot.event.set()
+        return errors
+
+    def _log_end(self, topic: str, partition: int) -> int | None:
+        if topic == COORDINATOR_TOPIC:
+            plog = self.groups.log.partition_log(partition)
+        else:
+            plog = self.data.catalog.partition(topic, partition)
+        return None if plog is None else int(plog.next_offset)
 
     # ---------------------------------------------------------------- effects
 
@@ -222,6 +319,7 @@ class TransactionService:
         """Append the records, queue the replies, and start the markers once the records are durable."""
         if self.stopped:
             return
+        written: dict[int, int] = {}
         if fx.records:
             now = self.clock()
             try:
@@ -233,25 +331,109 @@ class TransactionService:
                     self.records_appended += len(records)
                     for record in records:
                         self._note_partitions(record, seq)
+                    if self.replication is not None:
+                        partition = self.log.partition_of(txn_id)
+                        plog = self.log.partition_log(partition)
+                        if plog is not None:
+                            written[partition] = plog.next_offset
             except OSError as exc:
                 self._failed(f"appending to {TRANSACTION_TOPIC}", exc)
                 return
             self.commit.appended()
         needed = self.log.written_seq
+        replicated = self._replicate(written)
         for ticket, result in fx.replies:
             entry = self._tickets.pop(ticket, None)
             if entry is None:
                 continue
-            slot, binding = entry
+            slot, binding, typed = entry
             slot.frame = encode_response(slot.api_key, slot.version, slot.correlation_id,
                                          binding.encode(slot.version, result))
-            self.commit.reply_when_durable(needed, slot)
+            if replicated is None or self._nursery is None:
+                self.commit.reply_when_durable(needed, slot)
+            else:
+                self._nursery.start_soon(self._reply_when_replicated, replicated, needed, slot, binding, typed)
         for job in fx.markers:
-            self._start_markers(job, needed)
+            self._start_markers(job, needed, replicated)
         if len(self._added_at) > 64 + 4 * len(self.coordinator.transactions):
             durable = self.log.durable_seq
             self._added_at = {k: s for k, s in self._added_at.items() if s > durable}
         self.timers.moved()
+
+    def _replicate(self, written: dict[int, int]) -> _Replicated | None:
+        """On a cluster node, the appends go to the followers: what tells when the ISR has them."""
+        replication = self.replication
+        if replication is None or not written:
+            return None
+        replicated = _Replicated()
+        gate = AllSettled(len(written), replicated.settle)
+        for partition, end in written.items():
+            replication.appended(TRANSACTION_TOPIC, partition, end, gate.one(TRANSACTION_TOPIC, partition))
+        return replicated
+
+    async def _reply_when_replicated(self, replicated: _Replicated, needed: int, slot: Slot, binding: Binding,
+                                     typed: TypedRequest) -> None:
+        """A reply goes once the ISR has the records (then once they are durable here); if
+        the ISR did not take them, NOT_COORDINATOR, as Kafka's coordinator answers a failed
+        append: the client finds the coordinator again."""
+        await replicated.event.wait()
+        if replicated.failures:
+            self._lost(replicated)
+            failed = binding.encode(slot.version, error_result(typed, E.NOT_COORDINATOR))
+            slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id, failed))
+            return
+        self.commit.reply_when_durable(needed, slot)
+
+    def _lost(self, replicated: _Replicated) -> None:
+        """The ISR did not take a write: the coordinator's memory may be ahead of what the
+        cluster keeps, so the partition is loaded again from its log (or by its new leader)."""
+        for topic, partition in replicated.failures:
+            if topic == TRANSACTION_TOPIC and partition in self.coordinator.epochs:
+                self.on_lost_write(partition)
+
+    # ---------------------------------------------------------------- partitions (a cluster node)
+
+    def load_partition(self, partition: int, epoch: int, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Coordinate a ``__transaction_state`` partition this node now leads at ``epoch``:
+        its transactional ids, and the markers of its decided transactions (at the new
+        epoch). Returns how many transactional ids it holds."""
+        decoded = []
+        for key, value in records:
+            record = decode_record(key, value)
+            if record is not None:
+                decoded.append(record)
+        self._drop_partition_state(partition)
+        fx = self.coordinator.load_partition(partition, epoch, decoded, self.clock())
+        self.apply(fx)
+        return sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another node coordinates the partition now: its ids leave memory, and the EndTxn
+        requests waiting on its transactions get NOT_COORDINATOR (the producer looks the
+        coordinator up again and retries; the new coordinator finishes the transaction)."""
+        self.coordinator.unload_partition(partition)
+        self._drop_partition_state(partition)
+
+    def _drop_partition_state(self, partition: int) -> None:
+        coordinator = self.coordinator
+        for key in [k for k in self._added_at if coordinator.partition_of(k[0]) == partition]:
+            del self._added_at[key]
+        for txn_id in [t for t in self._appended_partitions if coordinator.partition_of(t) == partition]:
+            del self._appended_partitions[txn_id]
+        for job_id, job in list(self._jobs.items()):
+            if coordinator.partition_of(job.transactional_id) == partition and not coordinator.is_current(job):
+                self._answer_ticket(job, E.NOT_COORDINATOR)
+                del self._jobs[job_id]
+
+    def _answer_ticket(self, job: MarkerRequest, error: ErrorCode) -> None:
+        if job.ticket is None:
+            return
+        entry = self._tickets.pop(job.ticket, None)
+        if entry is None:
+            return
+        slot, binding, typed = entry
+        slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id,
+                                  binding.encode(slot.version, error_result(typed, error))))
 
     def _note_partitions(self, record: TransactionRecord, seq: int) -> None:
         """Remember which append added each partition of an Ongoing transaction."""
@@ -265,20 +447,31 @@ class TransactionService:
             self._added_at[(txn_id, added)] = seq
         self._appended_partitions[txn_id] = partitions
 
-    def _start_markers(self, job: MarkerRequest, needed: int) -> None:
+    def _start_markers(self, job: MarkerRequest, needed: int, replicated: _Replicated | None = None) -> None:
         if self._nursery is None:
             self._pending_markers.append(job)
             return
         self.markers_in_flight += 1
         waiter = _Waiter()
         self.commit.reply_when_durable(needed, waiter)
-        self._nursery.start_soon(self._finish_transaction, job, waiter)
+        self._jobs[id(job)] = job
+        self._nursery.start_soon(self._finish_transaction, job, waiter, replicated)
 
-    async def _finish_transaction(self, job: MarkerRequest, decided: _Waiter) -> None:
-        """Write the markers once the decision is durable; complete once they are."""
+    async def _finish_transaction(self, job: MarkerRequest, decided: _Waiter,
+                                  replicated: _Replicated | None = None) -> None:
+        """Write the markers once the decision is durable (and on the ISR); complete once they are."""
         try:
             await decided.event.wait()
+            if replicated is not None:
+                await replicated.event.wait()
+                if replicated.failures:
+                    self._lost(replicated)
+                    return
             if self.stopped:
+                return
+            if self.channel is not None:
+                if await self.channel.write_markers(job) and self.coordinator.is_current(job):
+                    self.apply(self.coordinator.complete(self.clock(), job))
                 return
             data_seq = group_seq = 0
             for topic, partition in job.partitions:
@@ -293,6 +486,7 @@ class TransactionService:
             self.apply(self.coordinator.complete(self.clock(), job))
         finally:
             self.markers_in_flight -= 1
+            self._jobs.pop(id(job), None)
 
     def _write_marker(self, job: MarkerRequest, topic: str, partition: int) -> tuple[ErrorCode, int, int]:
         """One marker: ``(error, data journal seq, coordinator log seq)`` to wait for."""

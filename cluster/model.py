@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 COORDINATOR_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+#: The coordinators' own topics: placed and replicated like any other, but led by loading them.
+COORDINATOR_TOPICS = frozenset({COORDINATOR_TOPIC, TRANSACTION_TOPIC})
 
 TopicPartition = tuple[str, int]
 

@@ -44,6 +44,8 @@ from cluster.fencing import LeaseClock
 from cluster.handover import Handover, Step
 from cluster.model import (
     COORDINATOR_TOPIC,
+    COORDINATOR_TOPICS,
+    TRANSACTION_TOPIC,
     ClusterImage,
     Keys,
     Leadership,
@@ -56,16 +58,18 @@ from cluster.replica import ReplicaClient
 from cluster.replicator import Replicator
 from cluster.roles import Role, handover_target, roles, should_hand_back
 from cluster.routing import decide
+from cluster.txn_markers import MarkerSender
 from cluster.view import ClusterPlacement, ListenerDirectory, Serving
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
 from protocol.consumer_offsets import partition_for
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import fetching_replica
+from protocol.records import EndTransactionMarker
+from storage.coordinator_log import CoordinatorLog
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import (
     REPLICA_COPIES_DIR,
-    coordinator_partition_dir,
     parse_partition_dir,
     partition_dir,
     replica_copy_dir,
@@ -112,9 +116,14 @@ class ClusterNode:
         self.unclean_default: bool = config["unclean.leader.election.enable"]
         self.hand_back: bool = config["auto.leader.rebalance.enable"]
         self.offsets_replication_factor: int = config["offsets.topic.replication.factor"]
+        self.transaction_partitions: int = config["transaction.state.log.num.partitions"]
+        self.transaction_replication_factor: int = config["transaction.state.log.replication.factor"]
         self.serving = Serving(self.lease, clock=clock)
         self.replicator = Replicator(self)
-        self.placement: Placement = ClusterPlacement(self.image, self.offsets_partitions)
+        self.placement: Placement = ClusterPlacement(self.image, self.offsets_partitions, self.transaction_partitions,
+                                                     self._want_transaction_topic)
+        self._creating_transaction_topic = False
+        self.markers = MarkerSender(self.node_id, self.image, lambda: self.broker.transactions, self._inter_broker)
         self.listeners: dict[str, tuple[str, int]] = {}
         self.handovers: dict[TopicPartition, Handover] = {}
         self.copies: dict[TopicPartition, trio.CancelScope] = {}
@@ -153,11 +162,20 @@ class ClusterNode:
         self.broker = broker
         broker.data.replication = self.replicator
         broker.groups.replication = self.replicator
+        transactions = broker.transactions
+        # Producer ids are unique in the cluster: a transactional id's is this node's own too.
+        allocate = transactions.coordinator.allocate_producer_id
+        transactions.coordinator.allocate_producer_id = lambda: allocate() * PRODUCER_ID_STRIDE + self.node_id
+        transactions.replication = self.replicator
+        transactions.channel = self.markers
+        transactions.leads = lambda topic, partition: self.serving.serves((topic, partition))
+        transactions.on_lost_write = lambda partition: self._reload((TRANSACTION_TOPIC, partition))
 
     def register(self, router: Router, ctx: BrokerContext) -> None:
         """Route this listener's requests through the cluster, and add the cluster's handlers."""
         self.listeners[ctx.listener] = (ctx.host, ctx.port)
-        directory = ListenerDirectory(self.image, self.serving, self.offsets_partitions, ctx.listener)
+        directory = ListenerDirectory(self.image, self.serving, self.offsets_partitions, ctx.listener,
+                                      self.transaction_partitions)
         router.routing = lambda request: decide(request.header.api_key, request.header.api_version,
                                                 request.body, directory)
         data_fetch = router.handlers[ApiKey.FETCH]
@@ -200,6 +218,7 @@ class ClusterNode:
             # Stop the node's tasks first: the lease renewal would otherwise find the lease
             # revoked below and register again, with the client closed below.
             self._nursery.cancel_scope.cancel()
+        await self.markers.aclose()
         # A clean stop saves the high watermarks, so the next start serves up to them at once.
         self.replicator.save_high_watermarks()
         lease_id = self.lease.lease_id
@@ -399,10 +418,11 @@ class ClusterNode:
     def _held(self) -> set[TopicPartition]:
         """Partitions whose log this node has open."""
         held: set[TopicPartition] = set()
-        groups = self.broker.groups
-        for p in range(self.offsets_partitions):
-            if groups.log.partition_log(p) is not None:
-                held.add((COORDINATOR_TOPIC, p))
+        for name in COORDINATOR_TOPICS:
+            coordinator_log = self.coordinator_log(name)
+            for p in range(coordinator_log.partitions):
+                if coordinator_log.partition_log(p) is not None:
+                    held.add((name, p))
         assert self.catalog is not None
         for name, topic in self.catalog.topics.items():
             held.update((name, i) for i, plog in enumerate(topic.partitions) if plog is not None)
@@ -413,7 +433,7 @@ class ClusterNode:
         self._swept = True
         for name in self.fs.listdir(self.data_dir):
             parsed = parse_partition_dir(name)
-            if parsed is None or parsed[0] not in self.image.topics or parsed[0] == COORDINATOR_TOPIC:
+            if parsed is None or parsed[0] not in self.image.topics or parsed[0] in COORDINATOR_TOPICS:
                 continue
             tp = (parsed[0], parsed[1])
             if tp not in roles(self.image, self.node_id):
@@ -440,9 +460,18 @@ class ClusterNode:
         info = self.image.topics.get(name)
         return None if info is None else info.topic_id
 
+    def coordinator_log(self, name: str) -> CoordinatorLog:
+        """The log of a coordinator topic (``__consumer_offsets``, ``__transaction_state``)."""
+        found: CoordinatorLog = self.broker.groups.log if name == COORDINATOR_TOPIC else self.broker.transactions.log
+        return found
+
+    def _inter_broker(self, node_id: int) -> tuple[str, int] | None:
+        node = self.image.nodes.get(node_id)
+        return None if node is None else node.endpoint(self.inter_broker or "")
+
     def _local_log(self, tp: TopicPartition) -> PartitionLog | None:
-        if tp[0] == COORDINATOR_TOPIC:
-            plog: PartitionLog | None = self.broker.groups.log.partition_log(tp[1])
+        if tp[0] in COORDINATOR_TOPICS:
+            plog: PartitionLog | None = self.coordinator_log(tp[0]).partition_log(tp[1])
             return plog
         assert self.catalog is not None
         return self.catalog.partition(*tp)
@@ -469,6 +498,10 @@ class ClusterNode:
             self.busy.add(tp)
             self._spawn(self._load_groups, tp, leadership.epoch)
             return
+        if tp[0] == TRANSACTION_TOPIC:
+            self.busy.add(tp)
+            self._spawn(self._load_transactions, tp, leadership.epoch)
+            return
         assert self.catalog is not None
         plog = self.catalog.hold(*tp)
         if plog is None:
@@ -488,18 +521,63 @@ class ClusterNode:
             # can be lost with this leader (the log up to its end when it began to lead).
             if not await self.replicator.caught_up(tp, plog.next_offset):
                 return
-            records = await trio.to_thread.run_sync(
-                lambda: [(key, value) for key, value, _ in groups.log.replay_partition(partition)])
+            # Offsets committed inside transactions stay pending until their marker, as at a
+            # single node's start-up: the log's transactional batches and markers come in order.
+            events = await trio.to_thread.run_sync(_partition_events, groups.log, partition)
             leadership = self.image.leaders.get(tp)
             if leadership is None or leadership.leader != self.node_id or tp in self.serving.led:
                 return
+            coordinator = groups.coordinator
+            records = _replayed(events, lambda key, value, producer_id: coordinator.replay_transactional_bytes(
+                key, value, producer_id), lambda producer_id, marker: coordinator.replay_marker(
+                partition, groups.log.partitions, producer_id, marker))
             fx, loaded = groups.coordinator.load_groups(records, groups.clock())
             groups.apply(fx)
             self.serving.led[tp] = epoch
             log.info("leading %s-%d at epoch %d: %d groups loaded from %d records", *tp, epoch, len(loaded),
+                     len(events))
+        finally:
+            self.busy.discard(tp)
+            self._changed.set()
+
+    async def _load_transactions(self, tp: TopicPartition, epoch: int) -> None:
+        """Coordinate the transactional ids of a ``__transaction_state`` partition this node leads
+        (Kafka's loadTransactionsForTxnTopicPartition), at its leader epoch: the coordinator
+        epoch its markers carry, so a deposed coordinator's markers are fenced."""
+        try:
+            transactions = self.broker.transactions
+            partition = tp[1]
+            plog = transactions.log.open_partition(partition)
+            self.replicator.lead(tp, epoch, plog, serving_before=False)
+            if not await self.replicator.caught_up(tp, plog.next_offset):
+                return
+            records = await trio.to_thread.run_sync(
+                lambda: [(key, value) for key, value, _ in transactions.log.replay_partition(partition)])
+            leadership = self.image.leaders.get(tp)
+            if leadership is None or leadership.leader != self.node_id or leadership.epoch != epoch \
+                    or tp in self.serving.led:
+                return
+            self.serving.led[tp] = epoch
+            count = transactions.load_partition(partition, epoch, records)
+            log.info("leading %s-%d at epoch %d: %d transactional ids loaded from %d records", *tp, epoch, count,
                      len(records))
         finally:
             self.busy.discard(tp)
+            self._changed.set()
+
+    def _unload(self, tp: TopicPartition) -> None:
+        if tp[0] == COORDINATOR_TOPIC:
+            self._unload_groups(tp)
+        elif tp[0] == TRANSACTION_TOPIC:
+            self.broker.transactions.unload_partition(tp[1])
+
+    def _reload(self, tp: TopicPartition) -> None:
+        """A coordinator partition whose memory may be ahead of what its ISR took: unload it;
+        the next pass loads it again from its log if this node still leads it."""
+        if tp in self.serving.led and tp not in self.serving.frozen:
+            del self.serving.led[tp]
+            self._unload(tp)
+            log.warning("reloading %s-%d: its in-sync replicas did not take a write", *tp)
             self._changed.set()
 
     def _unload_groups(self, tp: TopicPartition) -> None:
@@ -518,8 +596,8 @@ class ClusterNode:
         was_frozen = tp in self.serving.frozen
         self.serving.frozen.discard(tp)
         self.handovers.pop(tp, None)
-        if tp[0] == COORDINATOR_TOPIC and not was_frozen:
-            self._unload_groups(tp)
+        if tp[0] in COORDINATOR_TOPICS and not was_frozen:
+            self._unload(tp)
         log.info("no longer leading %s-%d", *tp)
 
     def _give_up_leadership(self) -> None:
@@ -577,8 +655,7 @@ class ClusterNode:
     def _prepare_log(self, tp: TopicPartition) -> None:
         """The log this node will lead from: its own, else a finished copy, else a new empty one."""
         name, index = tp
-        directory = coordinator_partition_dir(self.data_dir, index) if name == COORDINATOR_TOPIC \
-            else partition_dir(self.data_dir, name, index)
+        directory = partition_dir(self.data_dir, name, index)
         staging = replica_copy_dir(self.data_dir, name, index)
         if tp in self.staged or self.fs.exists(staging):
             copy = LogCopy(staging, self._segment_bytes(tp), self.fs)
@@ -588,8 +665,8 @@ class ClusterNode:
             else:
                 copy.discard()
             self.staged.discard(tp)
-        if name == COORDINATOR_TOPIC:
-            self.broker.groups.log.open_partition(index)
+        if name in COORDINATOR_TOPICS:
+            self.coordinator_log(name).open_partition(index)
         else:
             assert self.catalog is not None
             self.catalog.hold(name, index)
@@ -597,6 +674,8 @@ class ClusterNode:
     def _segment_bytes(self, tp: TopicPartition) -> int:
         if tp[0] == COORDINATOR_TOPIC:
             return int(self.config["offsets.topic.segment.bytes"])
+        if tp[0] == TRANSACTION_TOPIC:
+            return int(self.config["transaction.state.log.segment.bytes"])
         assert self.catalog is not None
         topic = self.catalog.get(tp[0])
         return int(topic.config("segment.bytes")) if topic is not None else int(self.config["log.segment.bytes"])
@@ -605,10 +684,11 @@ class ClusterNode:
         """This node holds nothing of the partition any more."""
         self.replicator.unfollow(tp)
         name, index = tp
-        if name == COORDINATOR_TOPIC:
-            if self.broker.groups.log.partition_log(index) is not None:
+        if name in COORDINATOR_TOPICS:
+            coordinator_log = self.coordinator_log(name)
+            if coordinator_log.partition_log(index) is not None:
                 log.info("deleting %s-%d: another node holds it", *tp)
-            self.broker.groups.log.drop_partition(index)
+            coordinator_log.drop_partition(index)
         else:
             assert self.catalog is not None
             if self.catalog.partition(name, index) is not None:
@@ -761,8 +841,8 @@ class ClusterNode:
         if tp in self.serving.frozen:
             return
         self.serving.frozen.add(tp)
-        if tp[0] == COORDINATOR_TOPIC:
-            self._unload_groups(tp)
+        if tp[0] in COORDINATOR_TOPICS:
+            self._unload(tp)
         log.info("handing %s-%d over: writes stopped at offset %s", *tp,
                  getattr(self._local_log(tp), "next_offset", "?"))
 
@@ -773,7 +853,7 @@ class ClusterNode:
             handover.thaw()
         if tp in self.serving.frozen:
             self.serving.frozen.discard(tp)
-            if tp[0] == COORDINATOR_TOPIC:
+            if tp[0] in COORDINATOR_TOPICS:
                 self.serving.led.pop(tp, None)  # reloaded by the next pass
         self._changed.set()
 
@@ -833,12 +913,8 @@ class ClusterNode:
     async def _control(self) -> None:
         image = self.image
         if COORDINATOR_TOPIC not in image.topics:
-            info = TopicInfo(COORDINATOR_TOPIC, uuid.uuid4(), self.offsets_partitions,
-                             replication_factor=self.offsets_replication_factor)
-            key = self.keys.topic(COORDINATOR_TOPIC)
-            result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
-            if result.succeeded:
-                image.apply(key, info.encode(), result.revision)
+            await self._create_internal_topic(COORDINATOR_TOPIC, self.offsets_partitions,
+                                              self.offsets_replication_factor)
         await self._complete_reassignments()
         changes = rules.place_missing(image)
         live = frozenset(image.nodes)
@@ -865,6 +941,34 @@ class ClusterNode:
                 log.info("controller: %s-%d -> %s (%s)", *change.tp, list(change.assignment.replicas), change.why)
         if changes:
             self._wake()
+
+    async def _create_internal_topic(self, name: str, partitions: int, replication_factor: int) -> bool:
+        info = TopicInfo(name, uuid.uuid4(), partitions, replication_factor=replication_factor)
+        key = self.keys.topic(name)
+        result = await self.etcd.txn([Compare(key, "CREATE", 0)], [Put(key, info.encode())])
+        if result.succeeded:
+            self.image.apply(key, info.encode(), result.revision)
+            self._wake()
+        return bool(result.succeeded)
+
+    def _want_transaction_topic(self) -> None:
+        """``__transaction_state`` is created when a transactional id is first looked up, as
+        Kafka creates it; any node may write it (compare-and-set), the controller places it."""
+        if self._creating_transaction_topic or self._nursery is None:
+            return
+        self._creating_transaction_topic = True
+        self._spawn(self._create_transaction_topic)
+
+    async def _create_transaction_topic(self) -> None:
+        try:
+            if await self._create_internal_topic(TRANSACTION_TOPIC, self.transaction_partitions,
+                                                 self.transaction_replication_factor):
+                log.info("created %s (%d partitions, replication factor %d) for the first transactional id",
+                         TRANSACTION_TOPIC, self.transaction_partitions, self.transaction_replication_factor)
+        except (EtcdUnavailable, EtcdError) as exc:
+            log.warning("could not create %s: %s", TRANSACTION_TOPIC, exc)
+        finally:
+            self._creating_transaction_topic = False
 
     async def _complete_reassignments(self) -> None:
         """Reassignments of replicated partitions whose target replicas are all in sync become
@@ -995,6 +1099,46 @@ class ClusterNode:
             else:
                 image.apply(key, fresh.value, fresh.mod_revision, fresh.lease)
         return ErrorCode.REQUEST_TIMED_OUT, f"topic {intent.name!r} kept changing; try again"
+
+
+#: One entry of a coordinator partition's log, in log order: (key, value, producer id, marker).
+#: A plain record has producer id -1; a transactional record its producer's id; a marker no key.
+Event = tuple[bytes, bytes | None, int, EndTransactionMarker | None]
+
+
+class _EventRecorder:
+    """``storage.coordinator_log.TransactionalReplay`` that keeps what it is told, in order."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+
+    def record(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        self.events.append((key, value, producer_id, None))
+
+    def marker(self, partition: int, producer_id: int, marker: EndTransactionMarker) -> None:
+        self.events.append((b"", None, producer_id, marker))
+
+
+def _partition_events(coordinator_log: CoordinatorLog, partition: int) -> list[Event]:
+    """A ``__consumer_offsets`` partition's records, transactional ones and markers included (a thread)."""
+    events: list[Event] = []
+    recorder = _EventRecorder(events)
+    for key, value, _ in coordinator_log.replay_partition(partition, recorder):
+        events.append((key, value, -1, None))
+    return events
+
+
+def _replayed(events: list[Event], transactional: Callable[[bytes, bytes | None, int], None],
+              marker: Callable[[int, EndTransactionMarker], None]) -> Any:
+    """The plain records of ``events``, for the group coordinator's load; the transactional
+    ones and the markers are replayed in their place in the log as the iteration passes them."""
+    for key, value, producer_id, found in events:
+        if found is not None:
+            marker(producer_id, found)
+        elif producer_id >= 0:
+            transactional(key, value, producer_id)
+        else:
+            yield key, value
 
 
 def body_wait_ms(request: Request) -> int:

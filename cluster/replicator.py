@@ -38,7 +38,15 @@ from broker.metrics import Family, counter, gauge
 from broker.replication import Settled
 from cluster.etcd import Compare, EtcdClient, EtcdError, EtcdUnavailable, Put
 from cluster.fencing import LeaseClock
-from cluster.model import COORDINATOR_TOPIC, ClusterImage, Keys, TopicPartition, encode_isr
+from cluster.model import (
+    COORDINATOR_TOPIC,
+    COORDINATOR_TOPICS,
+    TRANSACTION_TOPIC,
+    ClusterImage,
+    Keys,
+    TopicPartition,
+    encode_isr,
+)
 from cluster.replica import ReplicaClient
 from cluster.replication import LeaderState, check_last_fetched_epoch, divergence
 from protocol.errors import ErrorCode
@@ -65,6 +73,8 @@ class Node(Protocol):
     def clock(self) -> float: ...
 
     def _local_log(self, tp: TopicPartition) -> PartitionLog | None: ...
+
+    def coordinator_log(self, name: str) -> Any: ...
 
     def topic_id(self, name: str) -> Any: ...
 
@@ -191,6 +201,8 @@ class Replicator:
     def _min_insync(self, tp: TopicPartition) -> int:
         if tp[0] == COORDINATOR_TOPIC:
             return self.min_insync_default
+        if tp[0] == TRANSACTION_TOPIC:
+            return int(self.node.config["transaction.state.log.min.isr"])
         catalog = self.node.catalog
         topic = None if catalog is None else catalog.get(tp[0])
         return int(topic.config("min.insync.replicas")) if topic is not None else self.min_insync_default
@@ -378,8 +390,8 @@ class Replicator:
 
     def _follower_log(self, tp: TopicPartition) -> PartitionLog | None:
         node = self.node
-        if tp[0] == COORDINATOR_TOPIC:
-            plog: PartitionLog | None = node.broker.groups.log.open_partition(tp[1])
+        if tp[0] in COORDINATOR_TOPICS:
+            plog: PartitionLog | None = node.coordinator_log(tp[0]).open_partition(tp[1])
             return plog
         assert node.catalog is not None
         held: PartitionLog | None = node.catalog.hold(*tp)

@@ -15,6 +15,11 @@ right node:
   checks it.
 - Group requests for a group coordinated elsewhere get NOT_COORDINATOR: the client looks
   the coordinator up again with FindCoordinator.
+- So do the transaction APIs (InitProducerId with a transactional id, AddPartitionsToTxn,
+  AddOffsetsToTxn, EndTxn, DescribeTransactions) for a transactional id whose
+  ``__transaction_state`` partition this node does not lead (Kafka's TransactionCoordinator
+  answers NOT_COORDINATOR for an id not in its loaded partitions). ListTransactions needs
+  no rule: a node only holds the ids of the partitions it leads.
 
 A request about several partitions or groups is narrowed to the ones served here, and the
 reply amended with the errors for the others (``security.gate``'s Refuse and Narrow, the
@@ -52,6 +57,9 @@ class Directory(Protocol):
 
     def coordinates(self, group_id: str) -> bool:
         """This node leads the group's coordinator partition and may act on it now."""
+
+    def coordinates_transaction(self, transactional_id: str) -> bool:
+        """This node leads the transactional id's ``__transaction_state`` partition and may act on it now."""
 
     def endpoint(self, node_id: int) -> tuple[str, int, str | None] | None:
         """A node's host, port and rack on the listener of this request."""
@@ -306,7 +314,57 @@ def _groups_list(api: ApiKey, field: str, answer_field: str, entry: Callable[[in
     return rule
 
 
+# ---------------------------------------------------------------------- transactions
+
+
+def _one_transaction(field: str, make: Callable[[int, Body], Any]) -> Rule:
+    def rule(version: int, body: Body, d: Directory) -> Decision:
+        transactional_id = body[field]
+        if transactional_id is None or d.coordinates_transaction(transactional_id):
+            return None  # an idempotent producer's InitProducerId: any node answers it
+        return Refuse(make(version, body))
+    return rule
+
+
+def _add_partitions_refused(version: int, body: Body) -> Any:
+    api = ApiKey.ADD_PARTITIONS_TO_TXN
+    path = ("results_by_topic_v3_and_below",)
+    return reply(api, version, throttle_time_ms=0, results_by_topic_v3_and_below=[
+        reply(api, version, *path, name=t.name, results_by_partition=[
+            reply(api, version, *path, "results_by_partition", partition_index=p,
+                  partition_error_code=NOT_COORDINATOR) for p in t.partitions])
+        for t in body.v3_and_below_topics])
+
+
+def _add_partitions_to_txn(version: int, body: Body, d: Directory) -> Decision:
+    if version >= 4:
+        return None  # broker to broker (KIP-890 verification): not sent to a kcoord cluster
+    return _one_transaction("v3_and_below_transactional_id", _add_partitions_refused)(version, body, d)
+
+
+def _describe_transactions(version: int, body: Body, d: Directory) -> Decision:
+    api = ApiKey.DESCRIBE_TRANSACTIONS
+    ids = list(body.transactional_ids)
+    kept = [t for t in ids if d.coordinates_transaction(t)]
+    if len(kept) == len(ids):
+        return None
+    errors = [reply(api, version, "transaction_states", error_code=NOT_COORDINATOR, transactional_id=t,
+                    transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                    producer_epoch=-1, topics=[]) for t in ids if t not in kept]
+    if not kept:
+        return Refuse(reply(api, version, throttle_time_ms=0, transaction_states=errors))
+    return Narrow(copy_with(body, transactional_ids=kept),
+                  lambda b: copy_with(b, transaction_states=[*b["transaction_states"], *errors]))
+
+
 RULES: dict[int, Rule] = {
+    ApiKey.INIT_PRODUCER_ID: _one_transaction("transactional_id", _simple(
+        ApiKey.INIT_PRODUCER_ID, throttle_time_ms=0, producer_id=-1, producer_epoch=-1)),
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _one_transaction("transactional_id", _simple(ApiKey.ADD_OFFSETS_TO_TXN,
+                                                                            throttle_time_ms=0)),
+    ApiKey.END_TXN: _one_transaction("transactional_id", _simple(ApiKey.END_TXN, throttle_time_ms=0)),
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,

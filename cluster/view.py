@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from broker.placement import BrokerEndpoint, Coordinator, PartitionPlacement
 from cluster.fencing import LeaseClock
-from cluster.model import COORDINATOR_TOPIC, ClusterImage, TopicPartition
+from cluster.model import COORDINATOR_TOPIC, TRANSACTION_TOPIC, ClusterImage, TopicPartition
 from protocol.consumer_offsets import partition_for
 from protocol.errors import ErrorCode
 
@@ -36,9 +36,14 @@ class Serving:
 class ClusterPlacement:
     """Live nodes, the controller and partition leaders, from the image."""
 
-    def __init__(self, image: ClusterImage, offsets_partitions: int) -> None:
+    def __init__(self, image: ClusterImage, offsets_partitions: int, transaction_partitions: int = 50,
+                 create_transaction_topic: Callable[[], None] = lambda: None) -> None:
         self.image = image
         self.offsets_partitions = offsets_partitions
+        self.transaction_partitions = transaction_partitions
+        #: Asked for when a transactional id is first looked up and ``__transaction_state`` does
+        #: not exist yet: Kafka creates the topic then (KafkaApis' getOrCreateInternalTopic).
+        self.create_transaction_topic = create_transaction_topic
 
     def brokers(self, listener: str, me: BrokerEndpoint) -> list[BrokerEndpoint]:
         out = []
@@ -63,7 +68,16 @@ class ClusterPlacement:
         return PartitionPlacement(leadership.leader, leadership.epoch, replicas, (leadership.leader,), offline)
 
     def group_coordinator(self, group_id: str, listener: str, me: BrokerEndpoint) -> Coordinator:
-        tp = (COORDINATOR_TOPIC, partition_for(group_id, self.offsets_partitions))
+        return self._leader_of((COORDINATOR_TOPIC, partition_for(group_id, self.offsets_partitions)), listener)
+
+    def transaction_coordinator(self, transactional_id: str, listener: str, me: BrokerEndpoint) -> Coordinator:
+        if TRANSACTION_TOPIC not in self.image.topics:
+            self.create_transaction_topic()
+            return Coordinator(None, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return self._leader_of((TRANSACTION_TOPIC, partition_for(transactional_id, self.transaction_partitions)),
+                               listener)
+
+    def _leader_of(self, tp: TopicPartition, listener: str) -> Coordinator:
         leadership = self.image.leader_of(tp)
         node = None if leadership is None else self.image.nodes.get(leadership.leader)
         endpoint = None if node is None else node.endpoint(listener)
@@ -75,10 +89,12 @@ class ClusterPlacement:
 class ListenerDirectory:
     """``cluster.routing.Directory`` for the requests of one listener."""
 
-    def __init__(self, image: ClusterImage, serving: Serving, offsets_partitions: int, listener: str) -> None:
+    def __init__(self, image: ClusterImage, serving: Serving, offsets_partitions: int, listener: str,
+                 transaction_partitions: int = 50) -> None:
         self.image = image
         self.serving_state = serving
         self.offsets_partitions = offsets_partitions
+        self.transaction_partitions = transaction_partitions
         self.listener = listener
 
     def known(self, topic: str, partition: int) -> bool:
@@ -94,6 +110,10 @@ class ListenerDirectory:
 
     def coordinates(self, group_id: str) -> bool:
         return self.serving_state.serves((COORDINATOR_TOPIC, partition_for(group_id, self.offsets_partitions)))
+
+    def coordinates_transaction(self, transactional_id: str) -> bool:
+        return self.serving_state.serves(
+            (TRANSACTION_TOPIC, partition_for(transactional_id, self.transaction_partitions)))
 
     def endpoint(self, node_id: int) -> tuple[str, int, str | None] | None:
         node = self.image.nodes.get(node_id)

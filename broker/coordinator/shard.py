@@ -204,6 +204,11 @@ class GroupCoordinatorShard:
         for group_id in group_ids:
             for topic, partition in offsets.partitions_of(group_id):
                 offsets.delete(group_id, topic, partition)
+        # Pending transactional offsets go too: the next load replays them with their markers.
+        unloaded = set(group_ids)
+        pending = self.offset_manager.pending
+        for producer_id in {p for g in unloaded for p in pending.producers_of(g)}:
+            pending.complete(producer_id, False, unloaded.__contains__, lambda key: None)
         return fx
 
     # ------------------------------------------------------------------ timers

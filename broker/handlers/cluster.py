@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 from broker.context import BrokerContext
-from broker.placement import SingleNodePlacement
 from protocol.api_keys import ApiKey
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -55,15 +54,14 @@ def handle_api_versions(
 
 
 def _coordinator(ctx: BrokerContext, key: str, key_type: int) -> dict[str, Any]:
-    """A group's coordinator is where the placement puts it; a transactional id's is this
-    broker when it is the whole cluster (a cluster does not coordinate transactions yet:
-    docs/cluster.md)."""
-    if key_type == KEY_TYPE_TRANSACTION and not isinstance(ctx.placement, SingleNodePlacement):
-        return {"key": key, "node_id": -1, "host": "", "port": -1,
-                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "error_message": "transactions are not coordinated by a kcoord cluster yet"}
+    """A group's coordinator is the leader of its ``__consumer_offsets`` partition, a
+    transactional id's the leader of its ``__transaction_state`` partition (this broker
+    when it is the whole cluster)."""
     if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
-        found = ctx.placement.group_coordinator(key, ctx.listener, ctx.me)
+        if key_type == KEY_TYPE_GROUP:
+            found = ctx.placement.group_coordinator(key, ctx.listener, ctx.me)
+        else:
+            found = ctx.placement.transaction_coordinator(key, ctx.listener, ctx.me)
         if found.endpoint is None:
             return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(found.error),
                     "error_message": None}

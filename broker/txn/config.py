@@ -15,7 +15,11 @@ class TransactionConfig:
     transactional_id_expiration_ms: int = 604_800_000
     #: offsets.topic.num.partitions: where AddOffsetsToTxn finds a group's offsets partition.
     offsets_partitions: int = 50
-    #: The coordinator epoch markers carry. One broker is always epoch 0.
+    #: transaction.state.log.num.partitions: where a transactional id's state lives.
+    state_partitions: int = 50
+    #: The coordinator epoch markers carry where no partition was loaded at an epoch of its
+    #: own. One broker is always epoch 0; a cluster node loads each partition at its leader
+    #: epoch (``TransactionCoordinator.load_partition``).
     coordinator_epoch: int = 0
 
     @classmethod
@@ -24,4 +28,5 @@ class TransactionConfig:
             max_timeout_ms=config["transaction.max.timeout.ms"],
             transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
             offsets_partitions=config["offsets.topic.num.partitions"],
+            state_partitions=config["transaction.state.log.num.partitions"],
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
 
@@ -77,6 +77,10 @@ class TransactionCoordinator:
         self.allocate_producer_id = allocate_producer_id or self._count_ids
         self.topics = topics
         self.transactions: dict[str, TransactionMetadata] = {}
+        #: ``__transaction_state`` partition -> the epoch this coordinator loaded it at (a
+        #: cluster node: that partition's leader epoch, Kafka's coordinatorEpoch). Empty on one
+        #: broker, which coordinates every partition at ``config.coordinator_epoch``.
+        self.epochs: dict[int, int] = {}
         #: (deadline, transactional id, producer id, epoch, start): open transactions' timeouts, checked lazily.
         self._deadlines: list[tuple[int, str, int, int, int]] = []
         # Counters since start-up (read by the metrics collector).
@@ -110,20 +114,66 @@ class TransactionCoordinator:
                 metadata.previous_producer_id = old.previous_producer_id
         self.transactions[record.transactional_id] = metadata
 
-    def finish_load(self, now: int) -> TxnEffects:
+    def finish_load(self, now: int, only: frozenset[str] | None = None) -> TxnEffects:
         """After replay (Kafka's loadTransactionsForTxnTopicPartition): finish what was decided.
 
         A transaction found in PrepareCommit or PrepareAbort gets its markers written again
         (a partition that already has one gets a second, which closes nothing); an Ongoing
-        one gets its timeout back.
+        one gets its timeout back. ``only``: the transactional ids just loaded.
         """
         fx = self.effects()
         for metadata in self.transactions.values():
+            if only is not None and metadata.transactional_id not in only:
+                continue
             if metadata.state.is_prepared:
                 fx.markers.append(self._markers_of(metadata, None))
             elif metadata.state is S.ONGOING:
                 self._schedule_timeout(metadata)
         return fx
+
+    # ------------------------------------------------------------------ partitions (a cluster node)
+
+    def partition_of(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition of a transactional id (Kafka's partitionFor)."""
+        return partition_for(transactional_id, self.config.state_partitions)
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        """The epoch this coordinator's markers for ``transactional_id`` carry."""
+        return self.epochs.get(self.partition_of(transactional_id), self.config.coordinator_epoch)
+
+    def load_partition(self, partition: int, epoch: int, records: Iterable[TransactionRecord],
+                       now: int) -> TxnEffects:
+        """Take over a ``__transaction_state`` partition this node now leads at ``epoch``
+        (Kafka's loadTransactionsForTxnTopicPartition): replay its records, then finish its
+        decided transactions, whose markers carry the new epoch."""
+        self.unload_partition(partition)
+        self.epochs[partition] = epoch
+        loaded: set[str] = set()
+        for record in records:
+            if self.partition_of(record.transactional_id) != partition:
+                continue
+            self.replay(record)
+            loaded.add(record.transactional_id)
+        return self.finish_load(now, frozenset(loaded))
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """Give up a partition another node coordinates now (Kafka's
+        removeTransactionsForTxnTopicPartition): its transactional ids leave memory, nothing
+        is written. Returns the ids dropped."""
+        self.epochs.pop(partition, None)
+        dropped = [t for t in self.transactions if self.partition_of(t) == partition]
+        for txn_id in dropped:
+            del self.transactions[txn_id]
+        return dropped
+
+    def is_current(self, job: MarkerRequest) -> bool:
+        """Is ``job`` still this coordinator's to finish: its transactional id loaded here at
+        the epoch the markers carry, and still in the Prepare state they settle?"""
+        metadata = self.transactions.get(job.transactional_id)
+        expected = S.PREPARE_COMMIT if job.commit else S.PREPARE_ABORT
+        return (metadata is not None and metadata.state is expected and metadata.producer_id == job.producer_id
+                and metadata.producer_epoch == job.producer_epoch
+                and self.coordinator_epoch(job.transactional_id) == job.coordinator_epoch)
 
     # ------------------------------------------------------------------ InitProducerId
 
@@ -306,22 +356,20 @@ class TransactionCoordinator:
 
     def _markers_of(self, metadata: TransactionMetadata, ticket: int | None) -> MarkerRequest:
         return MarkerRequest(metadata.transactional_id, metadata.producer_id, metadata.producer_epoch,
-                             metadata.state is S.PREPARE_COMMIT, self.config.coordinator_epoch,
+                             metadata.state is S.PREPARE_COMMIT, self.coordinator_epoch(metadata.transactional_id),
                              tuple(sorted(metadata.partitions)), ticket)
 
     def complete(self, now: int, markers: MarkerRequest) -> TxnEffects:
         """Every marker of a decided transaction is durable: CompleteCommit or CompleteAbort.
 
-        Ignored unless the transactional id is still in that very Prepare state: a marker
-        job that outlived its transaction (written twice) changes nothing and answers
-        nothing. The EndTxn that decided it, if any, is answered now.
+        Ignored unless the transactional id is still in that very Prepare state, loaded at
+        the epoch the markers carry: a marker job that outlived its transaction (written
+        twice) or its coordinator's term changes nothing and answers nothing. The EndTxn that decided it, if any, is answered now.
         """
         fx = self.effects()
-        metadata = self.transactions.get(markers.transactional_id)
-        expected = S.PREPARE_COMMIT if markers.commit else S.PREPARE_ABORT
-        if (metadata is None or metadata.state is not expected or metadata.producer_id != markers.producer_id
-                or metadata.producer_epoch != markers.producer_epoch):
+        if not self.is_current(markers):
             return fx
+        metadata = self.transactions[markers.transactional_id]
         new = replace(metadata, state=S.COMPLETE_COMMIT if markers.commit else S.COMPLETE_ABORT,
                       partitions=frozenset(), last_update_ms=now)
         fx.write(TransactionRecord.of(new))

@@ -33,6 +33,9 @@ class Directory:
     def coordinates(self, group_id: str) -> bool:
         return group_id.startswith("mine")
 
+    def coordinates_transaction(self, transactional_id: str) -> bool:
+        return transactional_id.startswith("mine")
+
     def endpoint(self, node_id: int) -> tuple[str, int, str | None] | None:
         return ("127.0.0.1", 9000 + node_id, None)
 
@@ -219,3 +222,56 @@ def test_list_groups_is_answered_by_every_node_for_its_own_groups() -> None:
 
 def test_the_coordinator_partition_is_kafkas() -> None:
     assert partition_for("mine", 50) == partition_for("mine", 50)
+
+
+# ---------------------------------------------------------------------- transactions
+
+
+def test_transaction_requests_for_ids_coordinated_elsewhere_get_not_coordinator() -> None:
+    cases = [
+        (ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "{}", "transaction_timeout_ms": 60000,
+                                      "producer_id": -1, "producer_epoch": -1}),
+        (ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "{}", "producer_id": 7, "producer_epoch": 0,
+                                        "group_id": "g"}),
+        (ApiKey.END_TXN, 3, {"transactional_id": "{}", "producer_id": 7, "producer_epoch": 0, "committed": True}),
+    ]
+    for api, version, fields in cases:
+        theirs = decide(api, version, body(api, version, **{k: v.format("theirs") if isinstance(v, str) and
+                                                             k == "transactional_id" else v
+                                                             for k, v in fields.items()}), Directory())
+        assert isinstance(theirs, Refuse), api
+        assert theirs.body["error_code"] == NOT_COORDINATOR
+        encode_response(api, version, 1, theirs.body)
+        mine = body(api, version, **{k: v.format("mine") if k == "transactional_id" else v
+                                     for k, v in fields.items()})
+        assert decide(api, version, mine, Directory()) is None, api
+
+
+def test_an_idempotent_producers_init_producer_id_is_served_by_any_node() -> None:
+    request = body(ApiKey.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout_ms=60000,
+                   producer_id=-1, producer_epoch=-1)
+    assert decide(ApiKey.INIT_PRODUCER_ID, 4, request, Directory()) is None
+
+
+def test_add_partitions_to_txn_elsewhere_answers_not_coordinator_for_every_partition() -> None:
+    request = body(ApiKey.ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id="theirs",
+                   v3_and_below_producer_id=7, v3_and_below_producer_epoch=0,
+                   v3_and_below_topics=[{"name": "t", "partitions": [0, 1]}])
+    decision = decide(ApiKey.ADD_PARTITIONS_TO_TXN, 3, request, Directory())
+    assert isinstance(decision, Refuse)
+    (topic,) = decision.body["results_by_topic_v3_and_below"]
+    assert [(r["partition_index"], r["partition_error_code"]) for r in topic["results_by_partition"]] == [
+        (0, NOT_COORDINATOR), (1, NOT_COORDINATOR)]
+    encode_response(ApiKey.ADD_PARTITIONS_TO_TXN, 3, 1, decision.body)
+
+
+def test_describe_transactions_is_narrowed_to_the_ids_coordinated_here() -> None:
+    request = body(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=["mine-1", "theirs"])
+    decision = decide(ApiKey.DESCRIBE_TRANSACTIONS, 0, request, Directory())
+    assert isinstance(decision, Narrow)
+    assert list(decision.body.transactional_ids) == ["mine-1"]
+    assert decision.amend is not None
+    answer = decision.amend(Container(throttle_time_ms=0, transaction_states=[]))
+    assert [(t["transactional_id"], t["error_code"]) for t in answer["transaction_states"]] == [
+        ("theirs", NOT_COORDINATOR)]
+    encode_response(ApiKey.DESCRIBE_TRANSACTIONS, 0, 1, answer)

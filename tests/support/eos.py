@@ -202,7 +202,7 @@ class ConfluentApp(threading.Thread):
                 return call()
             except KafkaException as exc:
                 error = exc.args[0]
-                if error.retriable() or error.code() in _TIMEOUTS:
+                if error.retriable() or error.code() in _TIMEOUTS or error.code() in _COORDINATOR_MOVED:
                     self.log.append(f"{what}: retry after {error.name()}")
                     time.sleep(0.1)
                     continue
@@ -286,6 +286,9 @@ class ConfluentApp(threading.Thread):
 
 
 _TIMEOUTS = {-185, -192, -195}  # librdkafka's _TIMED_OUT, _TIMED_OUT_QUEUE, _TRANSPORT
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: a cluster's coordinator
+#: moved (librdkafka's consumer.committed() raises them as not retriable); asking again finds it.
+_COORDINATOR_MOVED = {14, 15, 16}
 
 
 class KafkaPythonApp(threading.Thread):
