@@ -64,12 +64,14 @@ class App:
 
 @dataclass
 class Model:
-    #: producer id -> values / input offset written in its open transaction.
+    #: producer id -> values / (input offset, its place in the offsets log) written in its open transaction.
     open_values: dict[int, list[int]] = field(default_factory=dict)
-    open_offset: dict[int, int] = field(default_factory=dict)
+    open_offset: dict[int, tuple[int, int]] = field(default_factory=dict)
     committed_values: set[int] = field(default_factory=set)
     aborted_values: set[int] = field(default_factory=set)
     committed_offset: int | None = None
+    #: Where in the offsets log the committed offset was written.
+    committed_at: int = -1
 
 
 class ExactlyOnceMachine(RuleBasedStateMachine):
@@ -140,7 +142,7 @@ class ExactlyOnceMachine(RuleBasedStateMachine):
             return
         self.offsets_log.append(("txn", pid, offset))
         self.pending.put(pid, OFFSET_KEY, OffsetValue(offset, -1, "", 0, -1))
-        self.model.open_offset[pid] = offset
+        self.model.open_offset[pid] = (offset, len(self.offsets_log))
 
     @rule(txn_id=st.sampled_from(IDS), commit=st.booleans())
     def end(self, txn_id: str, commit: bool) -> None:
@@ -177,9 +179,12 @@ class ExactlyOnceMachine(RuleBasedStateMachine):
     def _offsets_marker(self, job: MarkerRequest) -> None:
         self.offsets_log.append(("marker", job.producer_id, job.commit))
         self._settle(job.producer_id, job.commit)
-        offset = self.model.open_offset.pop(job.producer_id, None)
-        if job.commit and offset is not None:
-            self.model.committed_offset = offset
+        pending = self.model.open_offset.pop(job.producer_id, None)
+        # Kafka's OffsetMetadataManager.replayEndTransactionMarker: a committed transaction's offset
+        # replaces the stored one only if it was written later in the log; two transactions
+        # committing the same partition end with the one appended last, whatever the markers' order.
+        if job.commit and pending is not None and pending[1] > self.model.committed_at:
+            self.model.committed_offset, self.model.committed_at = pending
 
     def _settle(self, producer_id: int, commit: bool) -> None:
         for key, value in self.pending.complete(producer_id, commit, lambda group: True, self.store.get):
