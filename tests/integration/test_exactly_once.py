@@ -109,7 +109,9 @@ def test_python_clients_consume_transform_produce_survives_kill_9(tmp_path: Path
 def test_an_application_killed_mid_transaction_is_fenced_by_its_next_instance(tmp_path: Path) -> None:
     """kill -9 of the client: its open transaction is aborted when the next instance (same
     transactional id, same static group member) starts, which resumes from the committed offsets."""
-    records = 400
+    # Enough input that the first instance is still mid-run, with transactions open most of the
+    # time, when the test looks: 400 records took it about 0.3 s, which a busy machine missed.
+    records = 3000
     broker = _start(tmp_path)
     try:
         create_topics(broker.bootstrap, {"eos-in": PARTITIONS, "eos-out": PARTITIONS})
