@@ -48,6 +48,16 @@ def leader_and_isr(cluster: Cluster) -> tuple[int, int, tuple[int, ...]]:
     return leadership.leader, leadership.epoch, tuple(image.isrs.get((TOPIC, 0), ()))
 
 
+def led_in_sync(cluster: Cluster) -> tuple[int, int, tuple[int, ...]] | None:
+    found = leader_and_isr(cluster)
+    return found if found[0] > 0 and len(found[2]) == 3 else None
+
+
+def led_by_another(cluster: Cluster, old: int) -> tuple[int, int, tuple[int, ...]] | None:
+    found = leader_and_isr(cluster)
+    return found if found[0] not in (-1, old) else None
+
+
 def read_until(consumer: Any, got: list[bytes], count: int, what: str) -> None:
     def enough() -> bool:
         for records in consumer.poll(timeout_ms=200).values():
@@ -69,8 +79,9 @@ def test_a_consumer_reads_on_from_the_new_leader_after_its_leader_is_killed(thre
         admin.create_topics([NewTopic(TOPIC, 1, 3)])
     finally:
         admin.close()
-    first, first_epoch, _ = wait_for(lambda: (found := leader_and_isr(cluster))[0] > 0 and len(found[2]) == 3
-                                     and found, 30, "the partition led, with three in-sync replicas")
+    led = wait_for(lambda: led_in_sync(cluster), 30, "the partition led, with three in-sync replicas")
+    assert led is not None
+    first, first_epoch, _ = led
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20, retry_backoff_ms=100,
                              request_timeout_ms=5000, reconnect_backoff_max_ms=500)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
@@ -85,8 +96,9 @@ def test_a_consumer_reads_on_from_the_new_leader_after_its_leader_is_killed(thre
         read_until(consumer, got, 5, "the records written under the first leader")
 
         cluster.nodes[first].kill()
-        _, second_epoch, _ = wait_for(
-            lambda: (found := leader_and_isr(cluster))[0] not in (-1, first) and found, 30, "a new leader")
+        led = wait_for(lambda: led_by_another(cluster, first), 30, "a new leader")
+        assert led is not None
+        _, second_epoch, _ = led
         assert second_epoch > first_epoch
         for i in range(5):
             producer.send(TOPIC, b"after-%d" % i).get(timeout=30)

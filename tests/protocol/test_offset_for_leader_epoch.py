@@ -12,7 +12,10 @@ import struct
 import pytest
 
 from protocol.codec import decode_body, encode_body
-from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 
 REQUEST = {
     "replica_id": -1,
