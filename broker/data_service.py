@@ -724,6 +724,37 @@ class DataService:
             topics.append({"name": topic.name, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
 
+    # ------------------------------------------------------- OffsetForLeaderEpoch
+
+    def offset_for_leader_epoch(self, request: Request, leader_epoch: Callable[[str, int], int]) -> dict[str, Any]:
+        """Where each asked epoch ends in the log (KIP-101, KIP-320): Kafka's
+        KafkaApis.handleOffsetForLeaderEpochRequest via Partition.lastOffsetForLeaderEpoch.
+
+        A consumer validates its position against it after a leader change; a follower
+        (``replica_id`` >= 0, v3+) gets the same answer. ``leader_epoch`` is the partition's
+        current leader epoch, against which a client's ``current_leader_epoch`` (v2+) is
+        checked: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. The answer is
+        ``(largest epoch <= asked, its end offset)``, or -1 for both when the log knows no
+        epoch that old.
+        """
+        topics = []
+        for topic in request.body.topics:
+            partitions = []
+            for part in topic.partitions:
+                entry = {"error_code": 0, "partition": part.partition, "leader_epoch": -1, "end_offset": -1}
+                partition = self.catalog.partition(topic.topic, part.partition)
+                asked = part.get("current_leader_epoch", -1)
+                if partition is None:
+                    entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif asked >= 0 and asked != (current := leader_epoch(topic.topic, part.partition)):
+                    entry["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if asked < current
+                                              else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                else:
+                    entry["leader_epoch"], entry["end_offset"] = partition.end_offset_for_epoch(part.leader_epoch)
+                partitions.append(entry)
+            topics.append({"topic": topic.topic, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
     @staticmethod
     def _offset_for(partition: PartitionLog, timestamp: int) -> tuple[int, int]:
         if timestamp == EARLIEST:
@@ -762,6 +793,13 @@ def register(router: Any, service: DataService) -> None:
     router.register(ApiKey.PRODUCE, lambda request, peer: service.produce(request))
     router.register(ApiKey.FETCH, lambda request, peer: service.fetch(request))
     router.register(ApiKey.LIST_OFFSETS, lambda request, peer: service.list_offsets(request))
+    ctx = router.ctx
+
+    def leader_epoch(topic: str, index: int) -> int:
+        return int(ctx.placement.partition(topic, index, ctx.me).leader_epoch)
+
+    router.register(ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                    lambda request, peer: service.offset_for_leader_epoch(request, leader_epoch))
     router.register(ApiKey.DELETE_RECORDS, service.delete_records)
     router.register(ApiKey.DESCRIBE_PRODUCERS, lambda request, peer: service.describe_producers(request))
     # InitProducerId is the transaction service's (broker.txn_service): it hands idempotent

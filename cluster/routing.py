@@ -5,14 +5,14 @@ group only while it leads the group's ``__consumer_offsets`` partition. Everythi
 answered with the error Kafka's brokers give, so the clients' own retry logic finds the
 right node:
 
-- Produce, Fetch, ListOffsets and DeleteRecords for a partition led elsewhere get
-  NOT_LEADER_OR_FOLLOWER; Produce v10+ and Fetch v16+ also name the current leader, its
+- Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords for a partition led
+  elsewhere get NOT_LEADER_OR_FOLLOWER; Produce v10+ and Fetch v16+ also name the current leader, its
   epoch and its address (KIP-951's ``CurrentLeader`` and ``NodeEndpoints``), as Kafka's
   KafkaApis does (Fetch v12-v15 has the field, but Kafka leaves it unset). An acks=0
   Produce has no reply to carry the error, so the connection is closed, as KafkaApis does.
-- A fetch or list-offsets whose ``current_leader_epoch`` is older than the leader's gets
-  FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320), as Kafka's Partition
-  checks it.
+- A Fetch, ListOffsets or OffsetForLeaderEpoch whose ``current_leader_epoch`` is older
+  than the leader's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320),
+  as Kafka's Partition checks it.
 - Group requests for a group coordinated elsewhere get NOT_COORDINATOR: the client looks
   the coordinator up again with FindCoordinator.
 - So do the transaction APIs (InitProducerId with a transactional id, AddPartitionsToTxn,
@@ -235,6 +235,22 @@ def _list_offsets(version: int, body: Body, d: Directory) -> Decision:
     return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", "name", errors))
 
 
+def _offset_for_leader_epoch(version: int, body: Body, d: Directory) -> Decision:
+    """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: only the leader answers (a consumer
+    validating its position after a leader change asks the new one)."""
+    api = ApiKey.OFFSET_FOR_LEADER_EPOCH
+    kept, refused = _split(d, body.topics, "topic", "partitions", "partition",
+                           _leader_check(d, "partition", "current_leader_epoch" if version >= 2 else None))
+    if not refused:
+        return None
+    errors = [reply(api, version, "topics", topic=topic, partitions=[
+        reply(api, version, "topics", "partitions", partition=part.partition, error_code=error,
+              leader_epoch=-1, end_offset=-1) for part, error in parts]) for topic, parts in refused]
+    if not kept:
+        return Refuse(reply(api, version, throttle_time_ms=0, topics=errors))
+    return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", "topic", errors))
+
+
 def _delete_records(version: int, body: Body, d: Directory) -> Decision:
     api = ApiKey.DELETE_RECORDS
     kept, refused = _split(d, body.topics, "name", "partitions", "partition_index",
@@ -369,6 +385,7 @@ RULES: dict[int, Rule] = {
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
     ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.JOIN_GROUP: _one_group(_join_refused),
     ApiKey.SYNC_GROUP: _one_group(_simple(ApiKey.SYNC_GROUP, assignment=b"")),
     ApiKey.HEARTBEAT: _one_group(_simple(ApiKey.HEARTBEAT)),

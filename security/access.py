@@ -187,6 +187,23 @@ def _list_offsets(version: int, body: Body, gate: Gate) -> Decision:
     return Narrow(copy_with(body, topics=allowed), _append("topics", errors))
 
 
+@_rule(Need(Op.DESCRIBE, R.TOPIC), Need(Op.CLUSTER_ACTION, R.CLUSTER, "followers: every topic"))
+def _offset_for_leader_epoch(version: int, body: Body, gate: Gate) -> Decision:
+    """Kafka's KafkaApis.handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a
+    follower) may ask about any topic; anyone else needs DESCRIBE on each topic."""
+    api = ApiKey.OFFSET_FOR_LEADER_EPOCH
+    if gate.allowed(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER_NAME, quiet=True):
+        return None
+    allowed, denied = _split_topics(gate, Op.DESCRIBE, body.topics, lambda t: t.topic)
+    if not denied:
+        return None
+    errors = _partition_errors(api, version, denied, TOPIC_FAILED, name="topic", index="partition",
+                               request_index="partition", leader_epoch=-1, end_offset=-1)
+    if not allowed:
+        return Refuse(reply(api, version, topics=errors))
+    return Narrow(copy_with(body, topics=allowed), _append("topics", errors))
+
+
 @_rule(Need(Op.DELETE, R.TOPIC))
 def _delete_records(version: int, body: Body, gate: Gate) -> Decision:
     api = ApiKey.DELETE_RECORDS
@@ -829,6 +846,7 @@ RULES: dict[int, Rule] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.METADATA: _metadata,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,

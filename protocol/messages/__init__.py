@@ -40,6 +40,10 @@ from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
@@ -103,6 +107,7 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (DescribeProducersRequest, DescribeProducersResponse),
     (DescribeTransactionsRequest, DescribeTransactionsResponse),
     (ListTransactionsRequest, ListTransactionsResponse),
+    (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
 )
 
 REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS if req.api_key is not None}

@@ -275,3 +275,53 @@ def test_describe_transactions_is_narrowed_to_the_ids_coordinated_here() -> None
     assert [(t["transactional_id"], t["error_code"]) for t in answer["transaction_states"]] == [
         ("theirs", NOT_COORDINATOR)]
     encode_response(ApiKey.DESCRIBE_TRANSACTIONS, 0, 1, answer)
+
+
+# ---------------------------------------------------------------------- OffsetForLeaderEpoch
+
+
+def _epochs_request(version: int, *parts: tuple[str, int, int]) -> Any:
+    """OffsetForLeaderEpoch for (topic, partition, current leader epoch), each asking epoch 3."""
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for topic, partition, current in parts:
+        by_topic.setdefault(topic, []).append(
+            {"partition": partition, "current_leader_epoch": current, "leader_epoch": 3})
+    return body(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, replica_id=-1,
+                topics=[{"topic": t, "partitions": p} for t, p in by_topic.items()])
+
+
+def test_offset_for_leader_epoch_is_narrowed_to_the_partitions_led_here() -> None:
+    request = _epochs_request(4, ("t", 0, 10), ("t", 1, 20))
+    decision = decide(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request, Directory())
+    assert isinstance(decision, Narrow) and decision.amend is not None
+    assert [p.partition for p in decision.body.topics[0].partitions] == [0]
+    served = Container(throttle_time_ms=0, topics=[Container(topic="t", partitions=[
+        Container(error_code=0, partition=0, leader_epoch=3, end_offset=42)])])
+    answer = decision.amend(served)
+    parts = answer["topics"][0]["partitions"]
+    assert [(p["partition"], p["error_code"], p["end_offset"]) for p in parts] == [(0, 0, 42), (1, NOT_LEADER, -1)]
+    encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, 1, answer)
+
+
+def test_offset_for_leader_epoch_checks_the_current_leader_epoch() -> None:
+    for current, error in ((9, FENCED), (11, UNKNOWN_EPOCH)):
+        request = _epochs_request(3, ("t", 0, current))
+        decision = decide(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request, Directory())
+        assert isinstance(decision, Refuse)
+        part = decision.body["topics"][0]["partitions"][0]
+        assert (part["error_code"], part["leader_epoch"], part["end_offset"]) == (error, -1, -1)
+        encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, 1, decision.body)
+    assert decide(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, _epochs_request(3, ("t", 0, 10)), Directory()) is None
+    assert decide(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, _epochs_request(3, ("t", 0, -1)), Directory()) is None
+
+
+def test_offset_for_leader_epoch_v1_is_not_fenced_and_unknown_topics_pass() -> None:
+    """v0-v1 carry no current epoch; a topic the cluster does not know is the handler's to refuse."""
+    request = body(ApiKey.OFFSET_FOR_LEADER_EPOCH, 1, topics=[
+        {"topic": "t", "partitions": [{"partition": 0, "leader_epoch": 3}]},
+        {"topic": "unknown", "partitions": [{"partition": 5, "leader_epoch": 3}]}])
+    assert decide(ApiKey.OFFSET_FOR_LEADER_EPOCH, 1, request, Directory()) is None
+    refused = decide(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, body(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, topics=[
+        {"topic": "t", "partitions": [{"partition": 2, "leader_epoch": 3}]}]), Directory())
+    assert isinstance(refused, Refuse)
+    encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 1, refused.body)

@@ -351,6 +351,16 @@ CASES: dict[int, Case] = {
         refused=lambda reply, w: (_only(E.TOPIC_AUTHORIZATION_FAILED)(reply, w),
                                   _assert_equal(reply.topics[0].partitions[0].offset, -1)),
         allowed=lambda reply, w: _assert_equal(reply.topics[0].partitions[0].offset, 2)),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Case(
+        grants=[(R.TOPIC, "t-23", Op.DESCRIBE)],
+        setup=lambda w: (w.create_topic("t-23"), w.produce("t-23", 2)),
+        request=lambda v, cell: body(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, replica_id=-1, topics=[
+            item(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, ("topics",), topic="t-23", partitions=[
+                item(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, ("topics", "partitions"), partition=0,
+                     current_leader_epoch=-1, leader_epoch=0)])]),
+        refused=lambda reply, w: (_only(E.TOPIC_AUTHORIZATION_FAILED)(reply, w),
+                                  _assert_equal(reply.topics[0].partitions[0].end_offset, -1)),
+        allowed=_no_error),
     ApiKey.METADATA: Case(
         grants=[(R.TOPIC, "t-3", Op.DESCRIBE)],
         setup=lambda w: w.create_topic("t-3"),

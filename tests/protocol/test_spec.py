@@ -2,7 +2,7 @@
 
 The reference lives in ``shared/kafka-spec`` beside the repository root (Kafka's
 ``clients/src/main/resources/common/message/*.json``). DeleteTopics, CreatePartitions,
-AlterConfigs, IncrementalAlterConfigs and DeleteRecords are not in it; for those the JSON
+AlterConfigs, IncrementalAlterConfigs, DeleteRecords and OffsetForLeaderEpoch are not in it; for those the JSON
 bundled with kafka-python is used instead.
 
 For each JSON field whose versions overlap the served versions (recursively, through
@@ -50,12 +50,19 @@ FALLBACK_ONLY = {
     "IncrementalAlterConfigsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
 }
 
-# kafka-python's JSON comes from Kafka 4.x, which dropped DeleteTopics v0 (KIP-896); the
-# v0 layout is still described by the same fields ("0+"), so only validVersions' lower
-# bound differs from what we serve.
-FALLBACK_VALID_LO = {"DeleteTopicsRequest": 1, "DeleteTopicsResponse": 1}
+# kafka-python's JSON comes from Kafka 4.x, which dropped DeleteTopics v0 and
+# OffsetForLeaderEpoch v0-v1 (KIP-896); those layouts are still described by the
+# same fields ("0+"), so only validVersions' lower bound differs from what we serve.
+FALLBACK_VALID_LO = {
+    "DeleteTopicsRequest": 1,
+    "DeleteTopicsResponse": 1,
+    "OffsetForLeaderEpochRequest": 2,
+    "OffsetForLeaderEpochResponse": 2,
+}
 
 DECLARED: list[Message] = [m for pair in PAIRS for m in pair] + [
     RequestHeader,

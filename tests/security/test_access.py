@@ -96,6 +96,26 @@ def test_produce_serves_the_allowed_topics_and_refuses_the_rest_per_partition() 
     assert check(ApiKey.PRODUCE, 9, body, gate((R.TOPIC, "a", Op.WRITE), (R.TOPIC, "b", Op.WRITE))) is None
 
 
+def test_offset_for_leader_epoch_needs_describe_per_topic_unless_cluster_action() -> None:
+    body = C(replica_id=-1, topics=[
+        {"topic": "a", "partitions": [{"partition": 0, "current_leader_epoch": 1, "leader_epoch": 1}]},
+        {"topic": "b", "partitions": [{"partition": 2, "current_leader_epoch": 1, "leader_epoch": 1}]}])
+    decision = check(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body, gate((R.TOPIC, "a", Op.DESCRIBE)))
+    assert isinstance(decision, Narrow) and [t.topic for t in decision.body.topics] == ["a"]
+    assert decision.amend is not None
+    reply = decision.amend(C(throttle_time_ms=0, topics=[{"topic": "a", "partitions": [
+        {"error_code": 0, "partition": 0, "leader_epoch": 1, "end_offset": 5}]}]))
+    denied = reply["topics"][1]
+    assert denied.topic == "b" and [(p.partition, p.error_code, p.end_offset) for p in denied.partitions] == [
+        (2, 29, -1)]
+    encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, 1, reply)
+    assert isinstance(check(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body, gate()), Refuse)
+    # Kafka's KafkaApis: CLUSTER_ACTION on the cluster (a follower) may ask about every topic.
+    follower = C(**{**body, "replica_id": 2})
+    assert check(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, follower, gate((R.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION))) \
+        is None
+
+
 def test_offset_fetch_v8_keeps_the_group_order_and_hides_undescribable_topics() -> None:
     body = C(groups=[{"group_id": "g1", "member_id": None, "member_epoch": -1, "topics": None},
                      {"group_id": "g2", "member_id": None, "member_epoch": -1,
