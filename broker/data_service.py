@@ -734,8 +734,10 @@ class DataService:
         (``replica_id`` >= 0, v3+) gets the same answer. ``leader_epoch`` is the partition's
         current leader epoch, against which a client's ``current_leader_epoch`` (v2+) is
         checked: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. The answer is
-        ``(largest epoch <= asked, its end offset)``, or -1 for both when the log knows no
-        epoch that old.
+        ``(largest epoch <= asked, its end offset)``. An epoch older than any the log still
+        holds (retention removed it) answers the asked epoch and where the oldest known
+        epoch starts, as Kafka's LeaderEpochFileCache.endOffsetFor does, so a consumer
+        resumes from there rather than from its reset policy; -1 asks nothing (-1, -1).
         """
         topics = []
         for topic in request.body.topics:
@@ -750,7 +752,11 @@ class DataService:
                     entry["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if asked < current
                                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 else:
-                    entry["leader_epoch"], entry["end_offset"] = partition.end_offset_for_epoch(part.leader_epoch)
+                    found = partition.end_offset_for_epoch(part.leader_epoch)
+                    first = partition.first_epoch if found == (-1, -1) and part.leader_epoch >= 0 else None
+                    if first is not None and part.leader_epoch < first[0]:
+                        found = (part.leader_epoch, first[1])
+                    entry["leader_epoch"], entry["end_offset"] = found
                 partitions.append(entry)
             topics.append({"topic": topic.topic, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}

@@ -514,6 +514,13 @@ class PartitionLog:
         return self._epochs
 
     @property
+    def first_epoch(self) -> tuple[int, int] | None:
+        """(the oldest epoch a batch still carries, its start offset); None when none does."""
+        with self._lock:
+            epochs = self._epoch_cache()
+            return epochs[0] if epochs else None
+
+    @property
     def latest_epoch(self) -> int:
         """The epoch of the last batch that carries one (-1: none)."""
         with self._lock:

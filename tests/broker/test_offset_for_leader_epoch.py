@@ -61,9 +61,20 @@ def test_the_latest_epoch_and_any_newer_one_end_at_the_log_end(data: DataService
     assert ask(data, ("t", 0, LEADER_EPOCH, 8)) == [(0, 7, 6)]
 
 
-def test_an_epoch_older_than_the_log_knows_is_undefined(data: DataService) -> None:
-    assert ask(data, ("t", 0, LEADER_EPOCH, 1)) == [(0, -1, -1)]
+def test_an_epoch_older_than_the_log_knows_ends_where_its_oldest_epoch_starts(data: DataService) -> None:
+    # Kafka's LeaderEpochFileCache.endOffsetFor: (the asked epoch, the oldest known epoch's start).
+    assert ask(data, ("t", 0, LEADER_EPOCH, 1)) == [(0, 1, 0)]
+
+
+def test_no_epoch_asked_or_none_known_is_undefined(data: DataService, tmp_path: Path) -> None:
     assert ask(data, ("t", 0, LEADER_EPOCH, -1)) == [(0, -1, -1)]
+    catalog = TopicCatalog(tmp_path / "empty", Config({}))
+    try:
+        assert catalog.create("e", 1, 1, {})[0] is ErrorCode.NONE
+        empty = DataService(catalog, lambda: 1000, durable=False)
+        assert ask(empty, ("e", 0, LEADER_EPOCH, 3)) == [(0, -1, -1)]
+    finally:
+        catalog.close()
 
 
 def test_an_unknown_topic_or_partition_is_refused_per_partition(data: DataService) -> None:
