@@ -221,48 +221,25 @@ def _fetch(version: int, body: Body, d: Directory) -> Decision:
     return Narrow(copy_with(body, topics=kept), amend)
 
 
-def _list_offsets(version: int, body: Body, d: Directory) -> Decision:
-    api = ApiKey.LIST_OFFSETS
-    kept, refused = _split(d, body.topics, "name", "partitions", "partition_index",
-                           _leader_check(d, "partition_index", "current_leader_epoch" if version >= 4 else None))
-    if not refused:
-        return None
-    errors = [reply(api, version, "topics", name=topic, partitions=[
-        reply(api, version, "topics", "partitions", partition_index=part.partition_index, error_code=error,
-              timestamp=-1, offset=-1, leader_epoch=-1) for part, error in parts]) for topic, parts in refused]
-    if not kept:
-        return Refuse(reply(api, version, throttle_time_ms=0, topics=errors))
-    return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", "name", errors))
-
-
-def _offset_for_leader_epoch(version: int, body: Body, d: Directory) -> Decision:
-    """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: only the leader answers (a consumer
-    validating its position after a leader change asks the new one)."""
-    api = ApiKey.OFFSET_FOR_LEADER_EPOCH
-    kept, refused = _split(d, body.topics, "topic", "partitions", "partition",
-                           _leader_check(d, "partition", "current_leader_epoch" if version >= 2 else None))
-    if not refused:
-        return None
-    errors = [reply(api, version, "topics", topic=topic, partitions=[
-        reply(api, version, "topics", "partitions", partition=part.partition, error_code=error,
-              leader_epoch=-1, end_offset=-1) for part, error in parts]) for topic, parts in refused]
-    if not kept:
-        return Refuse(reply(api, version, throttle_time_ms=0, topics=errors))
-    return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", "topic", errors))
-
-
-def _delete_records(version: int, body: Body, d: Directory) -> Decision:
-    api = ApiKey.DELETE_RECORDS
-    kept, refused = _split(d, body.topics, "name", "partitions", "partition_index",
-                           _leader_check(d, "partition_index", None))
-    if not refused:
-        return None
-    errors = [reply(api, version, "topics", name=topic, partitions=[
-        reply(api, version, "topics", "partitions", partition_index=part.partition_index, error_code=error,
-              low_watermark=-1) for part, error in parts]) for topic, parts in refused]
-    if not kept:
-        return Refuse(reply(api, version, throttle_time_ms=0, topics=errors))
-    return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", "name", errors))
+def _per_partition(api: ApiKey, topic_field: str, partition_field: str, epoch_from: int | None,
+                   **unanswered: int) -> Rule:
+    """A request about ``topics[].partitions[]`` only a partition's leader answers (ListOffsets,
+    OffsetForLeaderEpoch, DeleteRecords): narrowed to the partitions led here, the others
+    answered with their error and ``unanswered``'s values; from version ``epoch_from`` the
+    client's ``current_leader_epoch`` is checked too (KIP-320)."""
+    def rule(version: int, body: Body, d: Directory) -> Decision:
+        epoch_field = "current_leader_epoch" if epoch_from is not None and version >= epoch_from else None
+        kept, refused = _split(d, body.topics, topic_field, "partitions", partition_field,
+                               _leader_check(d, partition_field, epoch_field))
+        if not refused:
+            return None
+        errors = [reply(api, version, "topics", **{topic_field: topic}, partitions=[
+            reply(api, version, "topics", "partitions", **{partition_field: part[partition_field]},
+                  error_code=error, **unanswered) for part, error in parts]) for topic, parts in refused]
+        if not kept:
+            return Refuse(reply(api, version, throttle_time_ms=0, topics=errors))
+        return Narrow(copy_with(body, topics=kept), _merge("topics", "partitions", topic_field, errors))
+    return rule
 
 
 # ---------------------------------------------------------------------- groups
@@ -383,9 +360,14 @@ RULES: dict[int, Rule] = {
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
-    ApiKey.LIST_OFFSETS: _list_offsets,
-    ApiKey.DELETE_RECORDS: _delete_records,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.LIST_OFFSETS: _per_partition(ApiKey.LIST_OFFSETS, "name", "partition_index", 4,
+                                        timestamp=-1, offset=-1, leader_epoch=-1),
+    ApiKey.DELETE_RECORDS: _per_partition(ApiKey.DELETE_RECORDS, "name", "partition_index", None,
+                                          low_watermark=-1),
+    # Kafka's ReplicaManager.lastOffsetForLeaderEpoch: only the leader answers (a consumer
+    # validating its position after a leader change asks the new one).
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _per_partition(ApiKey.OFFSET_FOR_LEADER_EPOCH, "topic", "partition", 2,
+                                                   leader_epoch=-1, end_offset=-1),
     ApiKey.JOIN_GROUP: _one_group(_join_refused),
     ApiKey.SYNC_GROUP: _one_group(_simple(ApiKey.SYNC_GROUP, assignment=b"")),
     ApiKey.HEARTBEAT: _one_group(_simple(ApiKey.HEARTBEAT)),

@@ -172,6 +172,28 @@ def test_a_newer_epoch_than_the_leaders_is_unknown() -> None:
     assert decision.body["topics"][0]["partitions"][0]["error_code"] == UNKNOWN_EPOCH
 
 
+def test_list_offsets_and_delete_records_are_narrowed_to_the_partitions_led_here() -> None:
+    request = body(ApiKey.LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+        {"name": "t", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1},
+                                     {"partition_index": 1, "current_leader_epoch": -1, "timestamp": -1}]}])
+    decision = decide(ApiKey.LIST_OFFSETS, 7, request, Directory())
+    assert isinstance(decision, Narrow) and decision.amend is not None
+    assert [p.partition_index for p in decision.body.topics[0].partitions] == [0]
+    answer = decision.amend(Container(throttle_time_ms=0, topics=[Container(name="t", partitions=[
+        Container(partition_index=0, error_code=0, timestamp=-1, offset=5, leader_epoch=10)])]))
+    assert [(p["partition_index"], p["error_code"], p["offset"]) for p in answer["topics"][0]["partitions"]] == [
+        (0, 0, 5), (1, NOT_LEADER, -1)]
+    encode_response(ApiKey.LIST_OFFSETS, 7, 1, answer)
+    # DeleteRecords has no epoch to check; a partition led elsewhere is refused the same way.
+    request = body(ApiKey.DELETE_RECORDS, 2, timeout_ms=1000, topics=[
+        {"name": "t", "partitions": [{"partition_index": 1, "offset": 3}]}])
+    refused = decide(ApiKey.DELETE_RECORDS, 2, request, Directory())
+    assert isinstance(refused, Refuse)
+    [part] = refused.body["topics"][0]["partitions"]
+    assert (part["partition_index"], part["error_code"], part["low_watermark"]) == (1, NOT_LEADER, -1)
+    encode_response(ApiKey.DELETE_RECORDS, 2, 1, refused.body)
+
+
 def test_a_replicas_fetch_is_left_to_the_cluster_handler() -> None:
     request = body(ApiKey.FETCH, 12, replica_id=3, max_wait_ms=0, min_bytes=0, topics=[
         {"topic": "t", "partitions": [{"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1000}]}],
