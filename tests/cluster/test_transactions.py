@@ -244,18 +244,17 @@ def test_confluent_kafka_exactly_once_survives_killing_the_transaction_coordinat
           f"{app.progress.restarts} producer restarts")
 
 
-def test_kafka_python_exactly_once_on_a_cluster(replicated: Cluster) -> None:
-    """kafka-python's transactional producer and read_committed consumer on three nodes, with
-    no kill: kafka-python (3.0.12) cannot ride out one here. Its producer drops a
-    transactional request whose coordinator refuses the connection
+def test_kafka_python_exactly_once_survives_killing_a_data_leader(replicated: Cluster) -> None:
+    """kafka-python's transactional producer and read_committed consumer on three nodes, with a
+    node leading output partitions (coordinating neither the transactional id nor the group)
+    killed once, and started again on its data. The transaction coordinator is not killed: kafka-python (3.0.12)
+    drops a transactional request whose coordinator refuses the connection
     (``Sender._maybe_send_transactional_request``: ``await_ready`` raises, and the request is
-    neither sent nor retried) and then waits forever; its consumer, once a partition's leader
-    epoch grows, validates its position with OffsetForLeaderEpoch, which kcoord does not serve,
-    and stops fetching that partition (``Fetcher._validate_offsets_for_node`` retries the
-    non-retriable error for ever)."""
+    neither sent nor retried) and then waits forever."""
     cluster = replicated
     bootstrap = _start(cluster)
-    records = 240
+    records = 600
     ends = seed(bootstrap, "eos-in", PARTITIONS, records)
-    app = KafkaPythonApp(bootstrap, "eos-in", "eos-out", ends, transactional_id="ctp-kp-cluster", deadline=120)
-    _run(cluster, app, [], bootstrap, records, ends)
+    app = KafkaPythonApp(bootstrap, "eos-in", "eos-out", ends, transactional_id="ctp-kp-cluster", deadline=150)
+    _run(cluster, app, [lambda: data_only_leader(cluster, app.group, app.transactional_id)], bootstrap, records,
+         ends)
