@@ -42,6 +42,19 @@ if ! flock --nonblock 9; then
     echo "podman-session.sh: another session is using $state; wait for it to end" >&2
     exit 1
 fi
+# The mount namespace is private but the network is the host's: two sessions from two
+# checkouts would each create the same bridge (podman1, 10.89.0.0/24) and break each
+# other's containers. Sessions on one machine therefore take turns, waiting a bounded time.
+host_lock=${KCOORD_PODMAN_HOST_LOCK:-/tmp/kcoord-podman-host.lock}
+wait_s=${KCOORD_PODMAN_HOST_WAIT:-3600}
+exec 8>"$host_lock"
+if ! flock --nonblock 8; then
+    echo "podman-session.sh: a session of another checkout is running; waiting up to ${wait_s}s for it" >&2
+    if ! flock --wait "$wait_s" 8; then
+        echo "podman-session.sh: the other session still runs after ${wait_s}s; giving up" >&2
+        exit 1
+    fi
+fi
 
 cat >"$session/containers.conf" <<CONF
 [containers]
@@ -90,6 +103,6 @@ unshare --mount --propagation private -- sh -c '
         podman stop --all --time 10 >/dev/null 2>&1 || true
         exit 0
     fi
-    exec 9>&-
+    exec 9>&- 8>&-
     exec "$@"
 ' sh "$session" "$mode" "$@"
