@@ -1,0 +1,175 @@
+"""Broker CPU per OffsetCommit, in process: the request path without sockets or the event loop.
+
+    python -m bench.commit_cost [--version 8] [--requests 4000] [--rounds 5] [--profile 100]
+
+Builds the broker as ``kcoord serve`` does (``Broker.open`` on a temporary data directory,
+``log.flush.policy=os``: no fsync) and routes pre-encoded OffsetCommit frames through its
+router: one group, a standalone commit (generation -1, no member), 1 partition and 100
+partitions per request, every request with higher offsets than the one before (as
+``bench.loadgen`` does), so none is an unchanged commit. Process CPU time is measured over
+each round and the median of the rounds is printed, per request and per additional offset
+((t100 - t1) / 99). At the end every partition's committed offset is read back through the
+router (OffsetFetch) and checked against the last commit, and the records appended are
+counted: every commit was applied and written to the log.
+
+``--profile N`` runs cProfile over the N-partition workload instead and prints the top
+functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.loadgen import FrameFactory, commit_factory
+from broker.app import Broker
+from broker.config import Config
+from broker.context import BrokerContext
+from broker.router import Router
+from broker.slots import Slot
+from protocol.api_keys import ApiKey
+from protocol.codec import decode_response, encode_request
+
+TOPIC = "bench"
+PARTITIONS = 100
+PEER = "127.0.0.1:50000"
+
+
+@contextmanager
+def in_process_broker() -> Iterator[tuple[Broker, Router]]:
+    """A broker built as the server builds it, with one 100-partition topic, and its router."""
+    with tempfile.TemporaryDirectory(prefix="kcoord-commit-cost-") as data_dir:
+        config = Config({"log.flush.policy": "os", "offsets.topic.num.partitions": 1})
+        broker = Broker.open(config, Path(data_dir))
+        try:
+            errors = broker.catalog.create(TOPIC, PARTITIONS, 1, {})
+            assert int(errors[0]) == 0, errors
+            ctx = BrokerContext(config=config, node_id=0, host="127.0.0.1", port=9092, cluster_id="bench")
+            yield broker, broker.router(ctx)
+        finally:
+            broker.groups.log.close()
+            broker.transactions.log.close()
+            broker.catalog.close()
+
+
+class Workload:
+    """Pre-encoded commit frames of one group, each with offsets higher than the last."""
+
+    def __init__(self, group: str, partitions: int, version: int) -> None:
+        self.group = group
+        self.partitions = partitions
+        self.version = version
+        self.factory: FrameFactory = commit_factory(group, TOPIC, partitions, version)
+        self.correlation_id = 0
+
+    def frames(self, count: int) -> list[bytes]:
+        out = []
+        for _ in range(count):
+            self.correlation_id += 1
+            out.append(self.factory(self.correlation_id)[4:])  # the router takes frames without the size
+        return out
+
+    @property
+    def last_offset(self) -> int:
+        return self.factory.counter
+
+
+def run_round(router: Router, frames: list[bytes]) -> float:
+    """Route every frame; process CPU seconds per request."""
+    route = router.route
+    started = time.process_time()
+    for frame in frames:
+        outcome = route(frame, PEER)
+        if not (isinstance(outcome, Slot) and outcome.is_set()):
+            raise AssertionError(f"commit not answered at once: {outcome!r}")
+    return (time.process_time() - started) / len(frames)
+
+
+def check_reply(frame: bytes, version: int, partitions: int) -> None:
+    _, body = decode_response(ApiKey.OFFSET_COMMIT, version, frame[4:])
+    codes = [p.error_code for t in body.topics for p in t.partitions]
+    assert codes == [0] * partitions, codes
+
+
+def read_back(broker: Broker, router: Router, workload: Workload) -> None:
+    """Every partition's committed offset, fetched through the router, is the last one committed."""
+    fetch = encode_request(ApiKey.OFFSET_FETCH, 7, 1, {
+        "group_id": workload.group, "require_stable": False,
+        "topics": [{"name": TOPIC, "partition_indexes": list(range(workload.partitions))}]}, "bench")
+    outcome = router.route(fetch[4:], PEER)
+    assert isinstance(outcome, Slot) and outcome.frame is not None
+    _, body = decode_response(ApiKey.OFFSET_FETCH, 7, outcome.frame[4:])
+    offsets = [p.committed_offset for t in body.topics for p in t.partitions]
+    assert offsets == [workload.last_offset] * workload.partitions, (workload.group, offsets[:3])
+
+
+def measure(version: int, requests: int, rounds: int) -> tuple[float, float]:
+    """Median CPU seconds per request at 1 and at 100 partitions (rounds interleaved)."""
+    with in_process_broker() as (broker, router):
+        one = Workload("commit-cost-1", 1, version)
+        hundred = Workload("commit-cost-100", PARTITIONS, version)
+        many = max(1, requests // 10)
+        # Warm-up: the groups exist, codecs are compiled, caches are filled.
+        for workload in (one, hundred):
+            frames = workload.frames(50)
+            run_round(router, frames)
+            outcome = router.route(workload.frames(1)[0], PEER)
+            assert isinstance(outcome, Slot) and outcome.frame is not None
+            check_reply(outcome.frame, version, workload.partitions)
+        appended_before = broker.groups.records_appended
+        t1: list[float] = []
+        t100: list[float] = []
+        for _ in range(rounds):
+            t1.append(run_round(router, one.frames(requests)))
+            t100.append(run_round(router, hundred.frames(many)))
+        committed = rounds * (requests + many * PARTITIONS)
+        assert broker.groups.records_appended - appended_before == committed, "every commit is written"
+        read_back(broker, router, one)
+        read_back(broker, router, hundred)
+    return statistics.median(t1), statistics.median(t100)
+
+
+def profile(version: int, partitions: int, requests: int, top: int) -> None:
+    with in_process_broker() as (broker, router):
+        workload = Workload("commit-cost-profile", partitions, version)
+        run_round(router, workload.frames(50))
+        frames = workload.frames(requests)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run_round(router, frames)
+        profiler.disable()
+        read_back(broker, router, workload)
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", type=int, default=8, help="OffsetCommit version (loadgen uses 7)")
+    parser.add_argument("--requests", type=int, default=4000,
+                        help="1-partition requests per round (a tenth as many 100-partition ones)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile", type=int, metavar="PARTITIONS", help="cProfile this many partitions per request")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    if args.profile:
+        profile(args.version, args.profile, args.requests // 10 if args.profile > 1 else args.requests, args.top)
+        return 0
+    t1, t100 = measure(args.version, args.requests, args.rounds)
+    per_offset = (t100 - t1) / (PARTITIONS - 1)
+    print(f"OffsetCommit v{args.version}, median of {args.rounds} rounds: "
+          f"{t1 * 1e6:.1f} us per 1-partition request, {t100 * 1e6:.1f} us per {PARTITIONS}-partition request, "
+          f"{per_offset * 1e6:.2f} us per additional offset")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
