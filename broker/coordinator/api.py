@@ -196,19 +196,24 @@ def encode_leave_group(version: int, r: Result) -> dict[str, Any]:
 
 def decode_offset_commit(version: int, body: Body, client: ClientInfo) -> OffsetCommitRequest:
     # Item access: the body is a construct Container, whose attribute access is a Python call.
-    epochs = version >= 6
-    client_time = version == 1
+    # CommitPartition is built with tuple.__new__: a named tuple's own constructor is a
+    # Python call, and this runs once per committed offset.
+    new_tuple = tuple.__new__
+    partition_type = CommitPartition
     topics = []
     for topic in body["topics"]:
-        partitions = []
-        for p in topic["partitions"]:
-            partitions.append(CommitPartition(
-                p["partition_index"],
-                p["committed_offset"],
-                p["committed_leader_epoch"] if epochs else -1,
-                p["committed_metadata"] or "",
-                p["commit_timestamp"] if client_time else -1,
-            ))
+        if version >= 6:
+            partitions = [new_tuple(partition_type, (p["partition_index"], p["committed_offset"],
+                                                     p["committed_leader_epoch"], p["committed_metadata"] or "", -1))
+                          for p in topic["partitions"]]
+        elif version == 1:  # the client's own commit time
+            partitions = [new_tuple(partition_type, (p["partition_index"], p["committed_offset"], -1,
+                                                     p["committed_metadata"] or "", p["commit_timestamp"]))
+                          for p in topic["partitions"]]
+        else:
+            partitions = [new_tuple(partition_type, (p["partition_index"], p["committed_offset"], -1,
+                                                     p["committed_metadata"] or "", -1))
+                          for p in topic["partitions"]]
         topics.append(CommitTopic(topic["name"], tuple(partitions)))
     return OffsetCommitRequest(
         group_id=body["group_id"],

@@ -207,18 +207,17 @@ class OffsetStore:
         records of the same group and topic, as a commit writes them."""
         group = topic = None
         offsets: TopicOffsets | None = None
-        for r in records:
-            value = r.value
+        for group_id, topic_name, partition, value in records:
             if value is None:
-                self.delete(r.group_id, r.topic, r.partition)
+                self.delete(group_id, topic_name, partition)
                 offsets = None  # the delete may have dropped it
                 continue
-            if offsets is None or r.group_id != group or r.topic != topic:
-                group, topic = r.group_id, r.topic
-                self.put(group, topic, r.partition, value)
+            if offsets is None or topic_name != topic or group_id != group:
+                group, topic = group_id, topic_name
+                self.put(group, topic, partition, value)
                 offsets = self._find(group, topic)
             else:
-                offsets.put(r.partition, value)
+                offsets.put(partition, value)
 
     def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
         offsets = self._find(group, topic)

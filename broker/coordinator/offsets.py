@@ -99,6 +99,8 @@ class OffsetMetadataManager:
         tombstone drops them."""
         self.store.put_records(records)
         pending = self.pending
+        if not pending.any_open():
+            return
         for record in records:
             if pending.has_open_transactions(record.group_id):
                 if record.value is None:
@@ -122,34 +124,37 @@ class OffsetMetadataManager:
         group_id = request.group_id
         retention = request.retention_ms
         expire_ts = now + retention if retention != -1 else -1
-        topics_view = self.topics if self.config.require_known_topic else None
+        exists = self.topics.partition_exists if self.config.require_known_topic and self.topics is not None \
+            else None
         max_metadata = self.config.offset_metadata_max_bytes
+        # Records and values are built with tuple.__new__ and positional arguments: a named
+        # tuple's own constructor is a Python call, and these are built once per offset.
+        new_tuple = tuple.__new__
+        record_type = OffsetCommitRecord
+        value_type = OffsetValue
         records: list[OffsetCommitRecord] = []
         record = records.append
         ok = E.NONE
+        unknown = E.UNKNOWN_TOPIC_OR_PARTITION
         topics = []
         for topic in request.topics:
             name = topic.name
-            partitions = []
-            for p in topic.partitions:
-                index = p.partition
-                if topics_view is not None and not topics_view.partition_exists(name, index):
-                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+            partitions: list[tuple[int, ErrorCode]] = []
+            answer = partitions.append
+            for index, offset, leader_epoch, metadata, commit_ts in topic.partitions:
+                if exists is not None and not exists(name, index):
+                    answer((index, unknown))
                 elif group_error is not None:
-                    code = group_error
+                    answer((index, group_error))
                 elif not 0 <= index < MAX_PARTITION:
-                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+                    answer((index, unknown))
+                # UTF-16 length is between len() and 2 * len(): only measure when it matters.
+                elif len(metadata) * 2 > max_metadata and _utf16_length(metadata) > max_metadata:
+                    answer((index, E.OFFSET_METADATA_TOO_LARGE))
                 else:
-                    metadata = p.metadata
-                    # UTF-16 length is between len() and 2 * len(): only measure when it matters.
-                    if len(metadata) * 2 > max_metadata and _utf16_length(metadata) > max_metadata:
-                        code = E.OFFSET_METADATA_TOO_LARGE
-                    else:
-                        commit_ts = p.commit_timestamp
-                        record(OffsetCommitRecord(group_id, name, index, OffsetValue(
-                            p.offset, p.leader_epoch, metadata, commit_ts if commit_ts != -1 else now, expire_ts)))
-                        code = ok
-                partitions.append((index, code))
+                    record(new_tuple(record_type, (group_id, name, index, value_type(
+                        offset, leader_epoch, metadata, commit_ts if commit_ts != -1 else now, expire_ts))))
+                    answer((index, ok))
             topics.append((name, tuple(partitions)))
         if records:
             fx.write_offsets(group_id, records)
