@@ -193,6 +193,8 @@ _OFFSET_KEY_HEAD = struct.Struct(">hh")
 _STRING_LENGTH = struct.Struct(">h")
 _PARTITION = struct.Struct(">i")
 _OFFSET_VALUE_V3 = struct.Struct(">hqih")
+#: A v3 value without metadata, whole: version, offset, leader epoch, empty metadata, commit time.
+_OFFSET_VALUE_V3_PLAIN = struct.Struct(">hqihq")
 _OFFSET_VALUE_V1 = struct.Struct(">hqh")
 _TIMESTAMP = struct.Struct(">q")
 _TWO_TIMESTAMPS = struct.Struct(">qq")
@@ -230,6 +232,8 @@ def encode_offset_key(group: str, topic: str, partition: int, prefix: bytes | No
 def encode_offset_commit_value(value: OffsetValue) -> bytes:
     """``encode_offset_value(value)``, packed directly: the commit path's value."""
     try:
+        if value.expire_timestamp < 0 and value.metadata == "":  # most commits: one pack
+            return _OFFSET_VALUE_V3_PLAIN.pack(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
         metadata = value.metadata.encode()
         if value.expire_timestamp >= 0:
             return b"".join((_OFFSET_VALUE_V1.pack(1, value.offset, len(metadata)), metadata,

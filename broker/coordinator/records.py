@@ -328,17 +328,19 @@ def encode_all(records: list[CoordinatorRecord],
     the group records a snapshot keeps (``broker.coordinator.snapshot``).
     """
     out: list[tuple[bytes, bytes | None]] = []
+    add = out.append
+    encode_value = encode_offset_commit_value
     group: str | None = None
     topic: str | None = None
     prefix: bytes | None = None
     for record in records:
-        if isinstance(record, OffsetCommitRecord):
-            if record.group_id != group or record.topic != topic:
-                group, topic = record.group_id, record.topic
+        if type(record) is OffsetCommitRecord:
+            group_id, topic_name, partition, offset = record
+            if topic_name != topic or group_id != group:
+                group, topic = group_id, topic_name
                 prefix = offset_key_prefix(group, topic)
-            offset = record.value
-            out.append((encode_offset_key(group, topic, record.partition, prefix),
-                        None if offset is None else encode_offset_commit_value(offset)))
+            add((encode_offset_key(group, topic, partition, prefix),
+                 None if offset is None else encode_value(offset)))
         else:
             key, value = encode(record)
             out.append((key, value))

@@ -8,7 +8,7 @@ objects; ``encode_offset_key`` and ``encode_offset_commit_value`` pack what the 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from protocol.codec import encode_response, encode_response_body, response_frame
@@ -56,6 +56,8 @@ def test_offset_key_is_the_compiled_encoding(group: str, topic: str, partition: 
 
 @given(offset=INT64, epoch=INT32, metadata=st.text(max_size=40), commit=INT64,
        expire=st.one_of(st.just(-1), INT64))
+@example(offset=42, epoch=7, metadata="", commit=1_700_000_000_000, expire=-1)  # the one-pack path
+@example(offset=42, epoch=7, metadata="", commit=1_700_000_000_000, expire=0)
 def test_offset_value_is_the_compiled_encoding(offset: int, epoch: int, metadata: str, commit: int,
                                                expire: int) -> None:
     value = OffsetValue(offset, epoch, metadata, commit, expire)
