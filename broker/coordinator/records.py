@@ -27,6 +27,7 @@ from protocol.consumer_offsets import (
     ConsumerGroupKey,
     GroupKey,
     OffsetKey,
+    OffsetRecordPacker,
     OffsetValue,
     decode_consumer_group_value,
     decode_group_value,
@@ -37,7 +38,7 @@ from protocol.consumer_offsets import (
     encode_key,
     encode_offset_commit_value,
     encode_offset_key,
-    offset_key_prefix,
+    offset_record_packer,
 )
 
 __all__ = [
@@ -321,7 +322,7 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
 
 def encode_all(records: list[CoordinatorRecord],
                latest: dict[bytes, bytes] | None = None) -> list[tuple[bytes, bytes | None]]:
-    """``[encode(r) for r in records]``; offset records of one group and topic share their key's prefix.
+    """``[encode(r) for r in records]``; offset records of one group and topic share one packer.
 
     With ``latest``, every group record (not an offset) also updates it: its last value per
     key, in the order written, a tombstone removing the key. That is the compacted view of
@@ -329,18 +330,16 @@ def encode_all(records: list[CoordinatorRecord],
     """
     out: list[tuple[bytes, bytes | None]] = []
     add = out.append
-    encode_value = encode_offset_commit_value
     group: str | None = None
     topic: str | None = None
-    prefix: bytes | None = None
+    pack: OffsetRecordPacker | None = None
     for record in records:
         if type(record) is OffsetCommitRecord:
             group_id, topic_name, partition, offset = record
-            if topic_name != topic or group_id != group:
+            if pack is None or topic_name != topic or group_id != group:
                 group, topic = group_id, topic_name
-                prefix = offset_key_prefix(group, topic)
-            add((encode_offset_key(group, topic, partition, prefix),
-                 None if offset is None else encode_value(offset)))
+                pack = offset_record_packer(group_id, topic_name)
+            add(pack(partition, offset))
         else:
             key, value = encode(record)
             out.append((key, value))
