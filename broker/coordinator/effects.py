@@ -83,5 +83,9 @@ class Effects:
 
     @property
     def record_count(self) -> int:
-        return sum(len(records) for records in self.records.values()) + sum(
-            len(records) for records in self.transactional.values())
+        count = 0  # a loop, not sum() over generators: read once per request
+        for records in self.records.values():
+            count += len(records)
+        for records in self.transactional.values():
+            count += len(records)
+        return count
