@@ -269,14 +269,15 @@ def offset_record_packer(group: str, topic: str) -> OffsetRecordPacker:
     pack_plain = _OFFSET_VALUE_V3_PLAIN.pack
 
     def pack(partition: int, value: OffsetValue | None) -> tuple[bytes, bytes | None]:
-        try:
-            key = prefix + pack_partition(partition)  # type: ignore[operator]  # None: TypeError, the general way
-            if value is None:
-                return key, None
-            if value.expire_timestamp < 0 and value.metadata == "":
-                return key, pack_plain(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
-        except _REFUSED:
-            pass
+        if prefix is not None:  # None: names the direct pack cannot take, the general way
+            try:
+                key = prefix + pack_partition(partition)
+                if value is None:
+                    return key, None
+                if value.expire_timestamp < 0 and value.metadata == "":
+                    return key, pack_plain(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
+            except _REFUSED:
+                pass
         return (encode_offset_key(group, topic, partition, prefix),
                 None if value is None else encode_offset_commit_value(value))
 
