@@ -146,7 +146,8 @@ class Broker:
                         lambda r, _: security.describe_user_scram_credentials(r))
         router.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
                         lambda r, _: security.alter_user_scram_credentials(r, router.session.principal))
-        router.register(ApiKey.METADATA, lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r))
+        router.register(ApiKey.METADATA,
+                        lambda r, _: topic_handlers.handle_metadata(ctx, catalog, r, authorizer_on))
         router.register(ApiKey.CREATE_TOPICS, lambda r, _: topic_handlers.handle_create_topics(ctx, catalog, r))
         group_configs = self.group_configs
         router.register(ApiKey.DESCRIBE_CONFIGS,

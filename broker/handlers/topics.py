@@ -10,6 +10,8 @@ from broker.handlers.configs import described_topic_configs
 from broker.topics import Topic, TopicCatalog, validate_topic_name
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from security.acl import ResourceType
+from security.authorizer import all_operations
 
 INT32_MIN = -2147483648
 
@@ -54,7 +56,12 @@ def _missing(name: str | None, error: ErrorCode, topic_id: Any = None) -> dict[s
     }
 
 
-def handle_metadata(ctx: BrokerContext, catalog: TopicCatalog, request: Request) -> dict[str, Any]:
+def handle_metadata(ctx: BrokerContext, catalog: TopicCatalog, request: Request,
+                    authorizer_enabled: bool = False) -> dict[str, Any]:
+    """Metadata. With an authorizer, the router's access rule fills in the authorized
+    operations; without one every operation is allowed, so the answer names them all, as
+    Kafka's ``KafkaApis.handleTopicMetadataRequest`` does through
+    ``AuthHelper.authorizedOperations``."""
     version = request.header.api_version
     body = request.body
     requested = body.topics
@@ -84,6 +91,15 @@ def handle_metadata(ctx: BrokerContext, catalog: TopicCatalog, request: Request)
                 topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics.append(_described(ctx, topic))
+    cluster_operations = INT32_MIN
+    if not authorizer_enabled and version >= 8:
+        if body.get("include_topic_authorized_operations"):
+            every = all_operations(ResourceType.TOPIC)
+            for entry in topics:
+                if entry["name"] is not None:  # an unknown topic id is answered apart, without them
+                    entry["topic_authorized_operations"] = every
+        if version <= 10 and body.get("include_cluster_authorized_operations"):
+            cluster_operations = all_operations(ResourceType.CLUSTER)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -91,7 +107,7 @@ def handle_metadata(ctx: BrokerContext, catalog: TopicCatalog, request: Request)
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.placement.controller_id(ctx.me),
         "topics": topics,
-        "cluster_authorized_operations": INT32_MIN,
+        "cluster_authorized_operations": cluster_operations,
     }
 
 

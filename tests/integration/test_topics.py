@@ -134,3 +134,34 @@ def test_delete_topics_removes_data_and_committed_offsets(broker: BrokerProcess,
     with WireClient(broker.host, broker.port) as client:
         fetched = client.request(9, 7, {"group_id": "g", "topics": None, "require_stable": False}).topics
         assert [t.name for t in fetched] == ["kept"]
+
+
+def test_metadata_names_every_operation_without_an_authorizer(broker: BrokerProcess) -> None:
+    """Kafka's AuthHelper.authorizedOperations: with no authorizer, everything a resource
+    supports is allowed, and Metadata says so when it is asked (and only then)."""
+    from security.acl import ResourceType
+    from security.authorizer import all_operations
+
+    def metadata(client: WireClient, version: int, asked: bool) -> object:
+        topics = [{"name": name, "topic_id": uuid.UUID(int=0)} if version >= 10 else {"name": name}
+                  for name in ("ops", "ops-missing")]
+        body: dict[str, object] = {"topics": topics, "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": asked}
+        if version <= 10:
+            body["include_cluster_authorized_operations"] = asked
+        return client.request(3, version, body)
+
+    with WireClient(broker.host, broker.port) as client:
+        assert _create(client, "ops", 1).error_code == 0
+        for version in (8, 10, 12):
+            asked = metadata(client, version, True)
+            by_name = {t.name: t for t in asked.topics}
+            assert by_name["ops"].topic_authorized_operations == all_operations(ResourceType.TOPIC)
+            assert by_name["ops-missing"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert by_name["ops-missing"].topic_authorized_operations == all_operations(ResourceType.TOPIC)
+            if version <= 10:
+                assert asked.cluster_authorized_operations == all_operations(ResourceType.CLUSTER)
+            quiet = metadata(client, version, False)
+            assert {t.topic_authorized_operations for t in quiet.topics} == {-2147483648}
+            if version <= 10:
+                assert quiet.cluster_authorized_operations == -2147483648
