@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -243,48 +242,6 @@ def encode_offset_commit_value(value: OffsetValue) -> bytes:
                          _TIMESTAMP.pack(value.commit_timestamp)))
     except _REFUSED:
         return encode_offset_value(value)
-
-
-#: Packs one offset record of a given group and topic: ``(partition, value or None)`` to
-#: ``(key bytes, value bytes or None)``.
-OffsetRecordPacker = Callable[[int, "OffsetValue | None"], tuple[bytes, bytes | None]]
-
-_PACKERS: dict[tuple[str, str], OffsetRecordPacker] = {}
-PACKERS_KEPT = 4096
-
-
-def offset_record_packer(group: str, topic: str) -> OffsetRecordPacker:
-    """``(encode_offset_key(group, topic, p), encode_offset_commit_value(v))`` in one call: the commit path.
-
-    A commit writes one record per offset, and the same group commits the same topic again
-    and again: the packer (and the key prefix it holds) is made once per group and topic
-    (bounded: cleared when full). Anything the direct packs refuse goes the general way,
-    with its errors.
-    """
-    packer = _PACKERS.get((group, topic))
-    if packer is not None:
-        return packer
-    prefix = offset_key_prefix(group, topic)
-    pack_partition = _PARTITION.pack
-    pack_plain = _OFFSET_VALUE_V3_PLAIN.pack
-
-    def pack(partition: int, value: OffsetValue | None) -> tuple[bytes, bytes | None]:
-        if prefix is not None:  # None: names the direct pack cannot take, the general way
-            try:
-                key = prefix + pack_partition(partition)
-                if value is None:
-                    return key, None
-                if value.expire_timestamp < 0 and value.metadata == "":
-                    return key, pack_plain(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
-            except _REFUSED:
-                pass
-        return (encode_offset_key(group, topic, partition, prefix),
-                None if value is None else encode_offset_commit_value(value))
-
-    if len(_PACKERS) >= PACKERS_KEPT:
-        _PACKERS.clear()
-    _PACKERS[(group, topic)] = pack
-    return pack
 
 
 def encode_consumer_group_value(kind: int, body: dict[str, Any]) -> bytes:

@@ -200,20 +200,15 @@ def decode_offset_commit(version: int, body: Body, client: ClientInfo) -> Offset
     # Python call, and this runs once per committed offset.
     new_tuple = tuple.__new__
     partition_type = CommitPartition
+    epochs = version >= 6
+    client_time = version == 1  # the client's own commit time
     topics = []
     for topic in body["topics"]:
-        if version >= 6:
-            partitions = [new_tuple(partition_type, (p["partition_index"], p["committed_offset"],
-                                                     p["committed_leader_epoch"], p["committed_metadata"] or "", -1))
-                          for p in topic["partitions"]]
-        elif version == 1:  # the client's own commit time
-            partitions = [new_tuple(partition_type, (p["partition_index"], p["committed_offset"], -1,
-                                                     p["committed_metadata"] or "", p["commit_timestamp"]))
-                          for p in topic["partitions"]]
-        else:
-            partitions = [new_tuple(partition_type, (p["partition_index"], p["committed_offset"], -1,
-                                                     p["committed_metadata"] or "", -1))
-                          for p in topic["partitions"]]
+        partitions = [new_tuple(partition_type, (p["partition_index"], p["committed_offset"],
+                                                 p["committed_leader_epoch"] if epochs else -1,
+                                                 p["committed_metadata"] or "",
+                                                 p["commit_timestamp"] if client_time else -1))
+                      for p in topic["partitions"]]
         topics.append(CommitTopic(topic["name"], tuple(partitions)))
     return OffsetCommitRequest(
         group_id=body["group_id"],

@@ -27,7 +27,6 @@ from protocol.consumer_offsets import (
     ConsumerGroupKey,
     GroupKey,
     OffsetKey,
-    OffsetRecordPacker,
     OffsetValue,
     decode_consumer_group_value,
     decode_group_value,
@@ -38,7 +37,7 @@ from protocol.consumer_offsets import (
     encode_key,
     encode_offset_commit_value,
     encode_offset_key,
-    offset_record_packer,
+    offset_key_prefix,
 )
 
 __all__ = [
@@ -322,7 +321,7 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
 
 def encode_all(records: list[CoordinatorRecord],
                latest: dict[bytes, bytes] | None = None) -> list[tuple[bytes, bytes | None]]:
-    """``[encode(r) for r in records]``; offset records of one group and topic share one packer.
+    """``[encode(r) for r in records]``; offset records of one group and topic share their key's prefix.
 
     With ``latest``, every group record (not an offset) also updates it: its last value per
     key, in the order written, a tombstone removing the key. That is the compacted view of
@@ -332,14 +331,15 @@ def encode_all(records: list[CoordinatorRecord],
     add = out.append
     group: str | None = None
     topic: str | None = None
-    pack: OffsetRecordPacker | None = None
+    prefix: bytes | None = None
     for record in records:
         if type(record) is OffsetCommitRecord:
             group_id, topic_name, partition, offset = record
-            if pack is None or topic_name != topic or group_id != group:
+            if topic_name != topic or group_id != group:
                 group, topic = group_id, topic_name
-                pack = offset_record_packer(group_id, topic_name)
-            add(pack(partition, offset))
+                prefix = offset_key_prefix(group_id, topic_name)
+            add((encode_offset_key(group_id, topic_name, partition, prefix),
+                 None if offset is None else encode_offset_commit_value(offset)))
         else:
             key, value = encode(record)
             out.append((key, value))

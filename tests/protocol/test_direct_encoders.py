@@ -2,7 +2,8 @@
 
 ``encode_key_value_batch`` is ``encode_batch(build_records(...))`` without the ``Record``
 objects; ``encode_offset_key`` and ``encode_offset_commit_value`` pack what the compiled
-``__consumer_offsets`` codecs build, and ``offset_record_packer`` packs both in one call. Same bytes for every input, and the same refusals.
+``__consumer_offsets`` codecs build, and the commit path's ``encode_all`` writes both with
+them. Same bytes for every input, and the same refusals.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from broker.coordinator.records import OffsetCommitRecord, encode_all
 from protocol.codec import encode_response, encode_response_body, response_frame
 from protocol.consumer_offsets import (
     OffsetKey,
@@ -20,7 +22,6 @@ from protocol.consumer_offsets import (
     encode_offset_key,
     encode_offset_value,
     offset_key_prefix,
-    offset_record_packer,
 )
 from protocol.errors import ProtocolError
 from protocol.records import build_records, encode_batch, encode_key_value_batch
@@ -69,27 +70,28 @@ def test_offset_value_is_the_compiled_encoding(offset: int, epoch: int, metadata
        metadata=st.text(max_size=20), commit=INT64, expire=st.one_of(st.just(-1), INT64), tombstone=st.booleans())
 @example(group="g", topic="t", partition=3, offset=42, epoch=7, metadata="", commit=1_700_000_000_000, expire=-1,
          tombstone=False)
-def test_an_offset_record_packer_packs_the_compiled_key_and_value(
+def test_an_offset_record_as_the_commit_path_writes_it_is_the_compiled_key_and_value(
         group: str, topic: str, partition: int, offset: int, epoch: int, metadata: str, commit: int, expire: int,
         tombstone: bool) -> None:
     value = None if tombstone else OffsetValue(offset, epoch, metadata, commit, expire)
     expected = (encode_key(OffsetKey(group, topic, partition)), None if value is None else encode_offset_value(value))
-    assert offset_record_packer(group, topic)(partition, value) == expected
-    assert offset_record_packer(group, topic)(partition, value) == expected, "the kept packer too"
+    record = OffsetCommitRecord(group, topic, partition, value)
+    assert encode_all([record]) == [expected]
+    assert encode_all([record, record]) == [expected, expected], "the shared key prefix too"
 
 
 @pytest.mark.parametrize(("key", "value"), [
     (("g" * 40000, "t", 0), None), (("g", "t", 2**31), None), (("\ud800", "t", 0), None),
     (("g", "t", 0), OffsetValue(2**63, -1, "", 0, -1)), (("g", "t", 0), OffsetValue(0, -1, "\ud800", 0, -1)),
 ])
-def test_an_offset_record_packer_refuses_what_the_codec_refuses(key: tuple[str, str, int],
+def test_the_commit_path_refuses_what_the_codec_refuses(key: tuple[str, str, int],
                                                                 value: OffsetValue | None) -> None:
     with pytest.raises(ProtocolError) as general:
         encode_key(OffsetKey(*key))
         assert value is not None
         encode_offset_value(value)
     with pytest.raises(ProtocolError) as direct:
-        offset_record_packer(key[0], key[1])(key[2], value)
+        encode_all([OffsetCommitRecord(*key, value)])
     assert str(direct.value) == str(general.value)
 
 
