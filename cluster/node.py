@@ -510,6 +510,16 @@ class ClusterNode:
         self.serving.led[tp] = leadership.epoch
         log.info("leading %s-%d at epoch %d", *tp, leadership.epoch)
 
+    def _still_leading(self, tp: TopicPartition, epoch: int) -> bool:
+        """Whether a coordinator partition this node began to load at ``epoch`` may be served now.
+
+        Loading reads the log in a thread; meanwhile the leadership may have moved away and back
+        (a new epoch) or the partition may be served already. A load at a stale epoch is dropped:
+        the next pass of ``_lead`` loads it again at the current one."""
+        leadership = self.image.leaders.get(tp)
+        return (leadership is not None and leadership.leader == self.node_id and leadership.epoch == epoch
+                and tp not in self.serving.led)
+
     async def _load_groups(self, tp: TopicPartition, epoch: int) -> None:
         """Load the groups of a coordinator partition this node leads (records read in a thread)."""
         try:
@@ -524,8 +534,7 @@ class ClusterNode:
             # Offsets committed inside transactions stay pending until their marker, as at a
             # single node's start-up: the log's transactional batches and markers come in order.
             events = await trio.to_thread.run_sync(_partition_events, groups.log, partition)
-            leadership = self.image.leaders.get(tp)
-            if leadership is None or leadership.leader != self.node_id or tp in self.serving.led:
+            if not self._still_leading(tp, epoch):
                 return
             coordinator = groups.coordinator
             records = _replayed(events, lambda key, value, producer_id: coordinator.replay_transactional_bytes(
@@ -553,9 +562,7 @@ class ClusterNode:
                 return
             records = await trio.to_thread.run_sync(
                 lambda: [(key, value) for key, value, _ in transactions.log.replay_partition(partition)])
-            leadership = self.image.leaders.get(tp)
-            if leadership is None or leadership.leader != self.node_id or leadership.epoch != epoch \
-                    or tp in self.serving.led:
+            if not self._still_leading(tp, epoch):
                 return
             self.serving.led[tp] = epoch
             count = transactions.load_partition(partition, epoch, records)
