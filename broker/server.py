@@ -11,8 +11,10 @@ at once, one send per read, straight to the socket's descriptor once trio says i
 readable or writable. On TLS the same loop runs over ciphertext: each read is decrypted
 whole and each send encrypted whole by the connection's ``TlsSession``. A reply that must
 wait (a parked request, or one waiting for durability) is queued with every reply after
-it, and a second task, the writer, sends the queue in order as its head becomes ready, so
-pipelining clients get their replies in the order of their requests. A bad frame (or TLS
+it, and the queue is sent in order as its head becomes ready, by whichever task set it
+(the sync that made it durable, the request that completed it), so pipelining clients
+get their replies in the order of their requests and no task is woken per reply. A
+second task, the writer, sends only what the socket did not take at once. A bad frame (or TLS
 record) closes only its own connection. SIGINT/SIGTERM stops accepting, lets in-flight
 requests finish (bounded by ``shutdown.grace.ms``) and returns.
 
@@ -211,8 +213,9 @@ def lock_data_dir(data_dir: Path) -> Iterator[None]:
 
 
 class Connection:
-    """One client connection: a reader task that answers what it can at once, and a writer
-    task for the replies that wait.
+    """One client connection: a reader task that answers what it can at once; a reply that
+    waits is sent, in order, by whoever sets it (``_drain``), and a writer task sends only
+    what the socket did not take at once.
 
     On SSL listeners the TLS handshake comes first (a failure closes only this
     connection); on SASL listeners every frame goes to the connection's
@@ -233,9 +236,17 @@ class Connection:
             self.peer = "unknown"
             self.host = ""
         self.decoder = FrameDecoder(max_size=server.config["socket.request.max.bytes"])
-        self.receive_scope: trio.CancelScope | None = None
+        #: The reader's scope, cancelled by ``stop_reading`` only while it waits for bytes.
+        self._read_scope: trio.CancelScope | None = None
+        self._receiving = False  # the reader is waiting for bytes
+        self._stop = False  # ``stop_reading`` was called: read no further request
         #: Replies not sent yet, in request order, from the first one that had to wait.
         self._queue: deque[bytes | Slot] = deque()
+        #: Bytes the socket did not take at once; the writer task sends them, and nothing
+        #: else is sent before they are.
+        self._backlog: bytes | memoryview | None = None
+        self._broken: BaseException | None = None  # a write failed: the writer ends the connection
+        self._ended = False  # the connection is over: nothing more is written to its descriptor
         self._wake: trio.Event | None = None  # set to wake the idle writer
         self._room: trio.Event | None = None  # set when a full queue has room again
         self._closing = False  # reading ended: the writer stops once the queue is empty
@@ -257,8 +268,9 @@ class Connection:
 
     def stop_reading(self) -> None:
         """Stop taking new requests; only ever interrupts a wait for bytes."""
-        if self.receive_scope is not None:
-            self.receive_scope.cancel()
+        self._stop = True
+        if self._receiving and self._read_scope is not None:
+            self._read_scope.cancel()
 
     async def _start_tls(self) -> bool:
         """The TLS handshake; on SSL listeners the principal is the client certificate's name.
@@ -314,6 +326,7 @@ class Connection:
             # The peer went away, the socket broke or a TLS record was bad: only this connection ends.
             log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
         finally:
+            self._end()
             if self._tls is not None:
                 self._write_nowait(self._tls.close())
             with trio.CancelScope(shield=True):
@@ -333,8 +346,8 @@ class Connection:
 
     # --- reading --------------------------------------------------------------------
 
-    async def _receive(self) -> bytes | bytearray | memoryview | None:
-        """The next bytes from the peer (b"" at its end), or None once ``stop_reading`` was called.
+    async def _receive(self) -> bytes | bytearray | memoryview:
+        """The next bytes from the peer (b"" at its end); ``stop_reading`` cancels the wait.
 
         On TLS, the plaintext of every whole record of one socket read; a read that
         completes none (part of a record) is followed by the next. The close_notify
@@ -348,14 +361,12 @@ class Connection:
                 return early
             if tls.closed:
                 return b""
-        with trio.CancelScope() as scope:
-            self.receive_scope = scope
+        self._receiving = True
+        try:
             received = await self._read_socket()
-            data = received if tls is None else await self._decrypt(tls, received)
-        self.receive_scope = None
-        if scope.cancelled_caught:
-            return None
-        return data
+            return received if tls is None else await self._decrypt(tls, received)
+        finally:
+            self._receiving = False
 
     async def _decrypt(self, tls: TlsSession, received: bytes) -> bytes | memoryview:
         """Plaintext from ``received`` and as many further reads as it takes; b"" at the end.
@@ -394,17 +405,22 @@ class Connection:
         queue, and every reply after it too, so replies leave in request order; the writer
         task sends the queue.
         """
+        # One scope for the connection's life, not one per read: ``stop_reading`` cancels it
+        # only while the reader waits for bytes, and otherwise the loop sees ``_stop``.
+        with trio.CancelScope() as scope:
+            self._read_scope = scope
+            await self._read_frames()
+
+    async def _read_frames(self) -> None:
         router = self.router
         server = self.server
         queue = self._queue
-        while not server.draining:
+        while not server.draining and not self._stop:
             if len(queue) >= MAX_PIPELINE:  # too many replies waiting: stop reading until they go
                 self._room = trio.Event()
                 await self._room.wait()
                 continue
             data = await self._receive()
-            if data is None:
-                return
             if not data:
                 if self.decoder.buffered:
                     log.warning("connection %s closed mid-frame (%d bytes pending)",
@@ -445,14 +461,14 @@ class Connection:
                     self._add(outcome, ready)
             await self._flush(ready)
             if queue:
-                self._wake_writer()
+                self._drain()
             if closing is not None:
                 return
 
     def _add(self, outcome: bytes | Slot, ready: list[bytes]) -> None:
         """Queue a reply behind the ones still waiting, or take it for this read's send."""
         queue = self._queue
-        if not queue:
+        if not queue and self._backlog is None:
             if type(outcome) is bytes:
                 ready.append(outcome)
                 return
@@ -523,50 +539,110 @@ class Connection:
             self._wake = None
             wake.set()
 
-    async def _write(self) -> None:
-        """Send the queued replies in request order, waiting for each that is not ready.
+    def _drain(self) -> None:
+        """Send the queue's ready replies now, in order, from whichever task made them ready.
 
-        Replies ready together go out in one send. Items leave the queue only once sent, so
-        an empty queue means the writer is idle and the reader may send directly. Nothing
-        more is sent once the server has stopped on a storage failure.
+        Called by the reader after a read that queued replies, and by a queued slot as it
+        is set (a sync returned, a parked request was answered): the first slot still
+        waiting gets this method as its ``on_ready``, so a reply waiting for durability
+        goes out from the task that released it, with no task woken per request. What the
+        socket does not take at once is the writer task's to send, and every later reply
+        waits behind it. Never raises: a failed write ends only this connection.
         """
+        if self._ended or self._backlog is not None or self._broken is not None:
+            return
         server = self.server
+        if server.failure is not None:
+            return  # the broker stopped on a storage failure: nothing more is sent
         queue = self._queue
-        while True:
-            if not queue:
-                if self._closing:
-                    return
-                self._wake = trio.Event()
-                await self._wake.wait()
-                continue
-            head = queue[0]
-            if type(head) is not bytes:
-                assert isinstance(head, Slot)
-                if not head.is_set():
-                    await head.wait()
-            ready: list[bytes] = []
-            count = 0
-            for item in queue:
-                if type(item) is bytes:
-                    ready.append(item)
+        ready: list[bytes] = []
+        try:
+            while queue:
+                head = queue[0]
+                if type(head) is bytes:
+                    ready.append(head)
                 else:
-                    assert isinstance(item, Slot)
-                    if not item.is_set():
+                    assert isinstance(head, Slot)
+                    if not head.is_set():
+                        head.on_ready = self._drain
                         break
-                    frame = self._frame_of(item)
+                    frame = self._frame_of(head)
                     if frame is not None:
                         ready.append(frame)
-                count += 1
-            if server.failure is not None:
-                return
-            if ready:
-                await self._send(b"".join(ready) if len(ready) > 1 else ready[0])
-            for _ in range(count):
                 queue.popleft()
+            if ready:
+                self._send_nowait(b"".join(ready) if len(ready) > 1 else ready[0])
+        except Exception as exc:  # a bug in amending a reply, a TLS failure: this connection ends
+            if not isinstance(exc, OSError):
+                log.exception("writing to %s failed", self.peer)
+            self._broken = exc
+            self.stop_reading()
+            self._wake_writer()
             room = self._room
-            if room is not None and len(queue) < MAX_PIPELINE:
+            if room is not None:  # a reader waiting for room sees the stop
                 self._room = None
                 room.set()
+            return
+        room = self._room
+        if room is not None and len(queue) < MAX_PIPELINE:
+            self._room = None
+            room.set()
+        if self._backlog is not None or (self._closing and not queue):
+            self._wake_writer()
+
+    def _send_nowait(self, payload: bytes) -> None:
+        """Write ``payload`` as far as the socket takes it; the rest becomes the backlog."""
+        self.server.bytes_out += len(payload)
+        tls = self._tls
+        if tls is not None:
+            if len(payload) <= TLS_WRITE_SLICE:
+                payload = tls.encrypt(payload)
+            else:
+                view = memoryview(payload)
+                payload = b"".join(tls.encrypt(view[start:start + TLS_WRITE_SLICE])
+                                   for start in range(0, len(payload), TLS_WRITE_SLICE))
+        fd = self._fd
+        sent = 0
+        if fd >= 0:
+            try:
+                sent = os.write(fd, payload)
+            except BlockingIOError:
+                sent = 0
+        if sent < len(payload):
+            self._backlog = memoryview(payload)[sent:]
+
+    def _end(self) -> None:
+        """The connection is over: no slot set later may write to its (reused) descriptor."""
+        self._ended = True
+        for item in self._queue:
+            if type(item) is not bytes:
+                assert isinstance(item, Slot)
+                item.on_ready = None
+
+    async def _write(self) -> None:
+        """Send what the socket did not take at once, and end the connection when told.
+
+        Replies go out from ``_drain``; this task sends its backlog (then drains again,
+        since more may have become ready meanwhile), ends the connection when a write
+        failed, and returns once reading ended and every queued reply was sent.
+        """
+        queue = self._queue
+        while True:
+            broken = self._broken
+            if broken is not None:
+                if isinstance(broken, OSError):
+                    raise broken
+                return
+            backlog = self._backlog
+            if backlog is not None:
+                await self.stream.send_all(backlog)
+                self._backlog = None
+                self._drain()
+                continue
+            if self._closing and (not queue or self.server.failure is not None):
+                return
+            self._wake = trio.Event()
+            await self._wake.wait()
 
 
 class Server:

@@ -1,4 +1,4 @@
-"""A reply that is not ready yet: the connection writer waits on it in request order."""
+"""A reply that is not ready yet: its connection sends it, in request order, once it is set."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ class Slot:
     at once, and a trio.Event (and its parking lot) is only built when someone waits.
     """
 
-    __slots__ = ("_ready", "_waiters", "amend", "api_key", "client_id", "correlation_id", "frame", "started",
-                 "stats", "version")
+    __slots__ = ("_ready", "_waiters", "amend", "api_key", "client_id", "correlation_id", "frame", "on_ready",
+                 "started", "stats", "version")
 
     def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key = api_key
@@ -37,6 +37,9 @@ class Slot:
         #: Set by the router's authorization step: rewrites the frame before it is sent
         #: (denied items added back, silent filtering, authorized operations).
         self.amend: Callable[[bytes], bytes] | None = None
+        #: Called once as the slot is set: its connection sends the replies now ready
+        #: (``broker.server.Connection._drain``), with no task woken for it.
+        self.on_ready: Callable[[], None] | None = None
         self._ready = False
         self._waiters: trio.Event | None = None
 
@@ -48,6 +51,10 @@ class Slot:
     def set(self) -> None:
         """The reply is ready to go out (``frame`` may be None: nothing to send)."""
         self._ready = True
+        on_ready = self.on_ready
+        if on_ready is not None:
+            self.on_ready = None
+            on_ready()
         waiters = self._waiters
         if waiters is not None:
             waiters.set()

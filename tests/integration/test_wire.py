@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import uuid
@@ -192,3 +193,47 @@ def test_client_vanishing_with_replies_in_flight_leaves_server_healthy(broker: B
         assert "Traceback" not in broker.log()
     finally:
         healthy.close()
+
+
+def test_replies_the_socket_cannot_take_at_once_keep_their_order(broker: BrokerProcess) -> None:
+    """Megabytes of replies behind one that waits for durability, to a client that reads
+    nothing until it has sent everything: the broker's socket fills, the rest of the replies
+    wait for it, and requests read meanwhile are answered after them, in order, whole."""
+    topic = f"wide-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.host, broker.port, timeout=60) as client:
+        created = client.request(19, 4, {"topics": [{"name": topic, "num_partitions": 3000, "replication_factor": 1,
+                                                      "assignments": [], "configs": []}],
+                                         "timeout_ms": 10000, "validate_only": False})
+        assert created.topics[0].error_code == 0
+        wide = client.request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+        assert len(wide.topics[0].partitions) == 3000
+        commit = {"group_id": f"g-{topic}", "generation_id_or_member_epoch": -1, "member_id": "",
+                  "group_instance_id": None, "retention_time_ms": -1,
+                  "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                             "committed_leader_epoch": -1,
+                                                             "committed_metadata": ""}]}]}
+        metadata = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        sent: list[tuple[int, int, int]] = []
+
+        def burst(requests: list[tuple[int, int, dict[str, object]]]) -> bytes:
+            frames = b""
+            for api_key, version, body in requests:
+                client.correlation_id += 1
+                sent.append((api_key, version, client.correlation_id))
+                frames += encode_request(api_key, version, client.correlation_id, body)
+            return frames
+
+        # More than the socket buffers hold (about 8 MB of Metadata replies), behind a commit.
+        client.send_raw(burst([(8, 8, commit)] + [(3, 9, metadata)] * 70))
+        # Once the first bytes arrive, the broker has written what its socket took and holds the rest.
+        readable, _, _ = select.select([client.sock], [], [], 30)
+        assert readable, "no reply within 30 s"
+        # Read by the broker while those replies still wait for the socket: answered at once,
+        # yet sent only after them.
+        client.send_raw(burst([(18, 3, {})] * 5 + [(3, 9, metadata)] * 2))
+        for api_key, version, correlation_id in sent:
+            body = client.receive(api_key, version, correlation_id)
+            if api_key == 3:
+                assert len(body.topics[0].partitions) == 3000
+            elif api_key == 8:
+                assert body.topics[0].partitions[0].error_code == 0
