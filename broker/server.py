@@ -6,17 +6,19 @@ handshake (``broker.tls``), and on SASL listeners every frame passes the connect
 ``security.authenticator`` until it has logged in. ``max.connections.per.ip`` is enforced
 at accept.
 
-One task reads each connection, routes every frame and sends the replies that are ready
-at once, one send per read, straight to the socket's descriptor once trio says it is
-readable or writable. On TLS the same loop runs over ciphertext: each read is decrypted
-whole and each send encrypted whole by the connection's ``TlsSession``. A reply that must
-wait (a parked request, or one waiting for durability) is queued with every reply after
-it, and the queue is sent in order as its head becomes ready, by whichever task set it
-(the sync that made it durable, the request that completed it), so pipelining clients
-get their replies in the order of their requests and no task is woken per reply. A
-second task, the writer, sends only what the socket did not take at once. A bad frame (or TLS
-record) closes only its own connection. SIGINT/SIGTERM stops accepting, lets in-flight
-requests finish (bounded by ``shutdown.grace.ms``) and returns.
+Every connection's socket is registered once in the broker's ``ReadPoller``
+(``broker.poller``), whose task reads each ready socket once, routes every whole frame
+and sends the replies that are ready at once, one write per read, straight to the
+socket's descriptor. On TLS the same happens over ciphertext: each read is decrypted whole
+and each send encrypted whole by the connection's ``TlsSession``. A reply that must wait
+(a parked request, or one waiting for durability) is queued with every reply after it,
+and the queue is sent in order as its head becomes ready, by whichever task set it (the
+sync that made it durable, the request that completed it), so pipelining clients get
+their replies in the order of their requests and no task is woken per request. Each
+connection's own task does only what must be awaited: the TLS handshake, the bytes the
+socket did not take at once, a failed login's delay and the end of the connection. A
+bad frame (or TLS record) closes only its own connection. SIGINT/SIGTERM stops
+accepting, lets in-flight requests finish (bounded by ``shutdown.grace.ms``) and returns.
 
 A failed write or fsync of the logs, ``topics.json`` or the producer-id block stops the
 broker at once (``Server.storage_failed``): one ERROR line names the file and the error,
@@ -41,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -53,6 +55,7 @@ from broker.data_service import DataService
 from broker.group_service import GroupService
 from broker.listeners import ListenerSpec, parse_listeners, server_ssl_context
 from broker.metrics import Collector, Family, collect, counter, gauge, kcoord_version
+from broker.poller import ReadPoller
 from broker.router import Close, Outcome, Router, Session
 from broker.security_service import SecurityService
 from broker.slots import Slot
@@ -60,7 +63,7 @@ from broker.tls import TlsSession
 from broker.topics import TopicCatalog
 from protocol.errors import ProtocolError
 from protocol.frames import FrameDecoder
-from security.authenticator import SaslAuthenticator
+from security.authenticator import SaslAuthenticator, Step
 from security.principal import ANONYMOUS, map_certificate_name, parse_mapping_rules, rfc2253
 from storage.fs import REAL_FS, FileSystem
 from storage.layout import lock_file
@@ -213,9 +216,9 @@ def lock_data_dir(data_dir: Path) -> Iterator[None]:
 
 
 class Connection:
-    """One client connection: a reader task that answers what it can at once; a reply that
-    waits is sent, in order, by whoever sets it (``_drain``), and a writer task sends only
-    what the socket did not take at once.
+    """One client connection: read and answered on the ``ReadPoller``'s task (``on_readable``);
+    a reply that waits is sent, in order, by whoever sets it (``_drain``); the connection's
+    own task (``run``) does what must be awaited.
 
     On SSL listeners the TLS handshake comes first (a failure closes only this
     connection); on SASL listeners every frame goes to the connection's
@@ -223,35 +226,36 @@ class Connection:
     the router sees before that.
     """
 
-    def __init__(self, server: Server, stream: trio.abc.Stream, listener: Listener | None = None) -> None:
+    def __init__(self, server: Server, stream: trio.SocketStream, listener: Listener | None = None) -> None:
         self.server = server
-        self.stream: trio.abc.Stream = stream
+        self.stream = stream
         self.listener = listener
         try:
-            assert isinstance(stream, trio.SocketStream)
             host, port = stream.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
             self.host = str(host)
-        except (OSError, AssertionError):
+        except OSError:
             self.peer = "unknown"
             self.host = ""
         self.decoder = FrameDecoder(max_size=server.config["socket.request.max.bytes"])
-        #: The reader's scope, cancelled by ``stop_reading`` only while it waits for bytes.
-        self._read_scope: trio.CancelScope | None = None
-        self._receiving = False  # the reader is waiting for bytes
-        self._stop = False  # ``stop_reading`` was called: read no further request
+        #: Frames read and not handled yet (only while a delay holds the rest of a read).
+        self._frames: deque[bytes] = deque()
+        #: A failed login's step and frame, answered once ``connection.failed.authentication.delay.ms``
+        #: has passed; reading is paused until then.
+        self._delayed: tuple[bytes, Step] | None = None
+        self._reading_done = False  # nothing more is read: the end, a close, or ``stop_reading``
+        self._full = False  # reading paused until the queue has room again
         #: Replies not sent yet, in request order, from the first one that had to wait.
         self._queue: deque[bytes | Slot] = deque()
-        #: Bytes the socket did not take at once; the writer task sends them, and nothing
-        #: else is sent before they are.
+        #: Bytes the socket did not take at once; the connection's task sends them, and
+        #: nothing else is sent before they are.
         self._backlog: bytes | memoryview | None = None
-        self._broken: BaseException | None = None  # a write failed: the writer ends the connection
+        self._broken: BaseException | None = None  # a read or write failed: the task ends the connection
         self._ended = False  # the connection is over: nothing more is written to its descriptor
-        self._wake: trio.Event | None = None  # set to wake the idle writer
-        self._room: trio.Event | None = None  # set when a full queue has room again
-        self._closing = False  # reading ended: the writer stops once the queue is empty
-        #: The socket's descriptor (read and written directly), -1 for a stream that has none.
-        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
+        self._wake: trio.Event | None = None  # set to wake the connection's task
+        self._closing = False  # reading ended: the task ends once the queue is empty
+        #: The socket's descriptor, read and written directly.
+        self._fd = stream.socket.fileno()
         #: The TLS session once its handshake is done (SSL and SASL_SSL listeners).
         self._tls: TlsSession | None = None
         #: Plaintext that came in with the end of the TLS handshake, read before the socket.
@@ -267,10 +271,8 @@ class Connection:
             self.decoder.set_limits(server.config["sasl.server.max.receive.size"], min_size=0)
 
     def stop_reading(self) -> None:
-        """Stop taking new requests; only ever interrupts a wait for bytes."""
-        self._stop = True
-        if self._receiving and self._read_scope is not None:
-            self._read_scope.cancel()
+        """Stop taking new requests; replies to the ones read go out before the connection ends."""
+        self._finish_reading()
 
     async def _start_tls(self) -> bool:
         """The TLS handshake; on SSL listeners the principal is the client certificate's name.
@@ -310,27 +312,57 @@ class Connection:
         return True
 
     async def run(self) -> None:
+        """The connection's task: the TLS handshake, then whatever must be awaited.
+
+        Requests are read and answered by ``on_readable`` on the server's ``ReadPoller``
+        task; this task sends what the socket did not take at once, waits out a failed
+        login's delay, and ends the connection once reading ended and every reply is out.
+        """
         if self.listener is not None and self.listener.tls is not None and not await self._start_tls():
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
             return
+        poller = self.server.poller
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._write)
-                try:
-                    await self._read()
-                finally:
-                    self._closing = True  # the writer flushes what is queued, then ends
-                    self._wake_writer()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            poller.add(self._fd, self.on_readable)
+            early, self._early = self._early, None
+            if early is not None:
+                self._guarded(self._handle_data, early)
+            await self._serve()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             # The peer went away, the socket broke or a TLS record was bad: only this connection ends.
-            log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
+            log.debug("connection %s ended: %s", self.peer, exc)
         finally:
+            poller.remove(self._fd)
             self._end()
             if self._tls is not None:
                 self._write_nowait(self._tls.close())
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
+
+    async def _serve(self) -> None:
+        while True:
+            broken = self._broken
+            if broken is not None:
+                if isinstance(broken, OSError):
+                    raise broken
+                return
+            backlog = self._backlog
+            if backlog is not None:
+                await self.stream.send_all(backlog)
+                self._backlog = None
+                self._drain()
+                continue
+            delayed = self._delayed
+            if delayed is not None:
+                await trio.sleep(self.server.config["connection.failed.authentication.delay.ms"] / 1000)
+                self._delayed = None
+                self._guarded(self._resume_after_delay, delayed)
+                continue
+            if self._closing and (not self._queue or self.server.failure is not None):
+                return
+            self._wake = trio.Event()
+            await self._wake.wait()
 
     def _login_done(self, failed: bool) -> None:
         auth = self.authenticator
@@ -346,124 +378,146 @@ class Connection:
 
     # --- reading --------------------------------------------------------------------
 
-    async def _receive(self) -> bytes | bytearray | memoryview:
-        """The next bytes from the peer (b"" at its end); ``stop_reading`` cancels the wait.
+    def on_readable(self) -> None:
+        """The socket has bytes (or its end): read them once and handle every whole request.
 
-        On TLS, the plaintext of every whole record of one socket read; a read that
-        completes none (part of a record) is followed by the next. The close_notify
-        alert is the end, as the socket's end is.
+        Called on the ``ReadPoller``'s task; never raises: a failure ends only this connection.
         """
-        tls = self._tls
-        if tls is not None:
-            early = self._early
-            if early is not None:
-                self._early = None
-                return early
-            if tls.closed:
-                return b""
-        self._receiving = True
+        if not self._reading_done:
+            self._guarded(self._read_once)
+
+    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
         try:
-            received = await self._read_socket()
-            return received if tls is None else await self._decrypt(tls, received)
-        finally:
-            self._receiving = False
+            step(*args)
+        except Exception as exc:  # ssl.SSLError and socket errors are OSErrors
+            if not isinstance(exc, OSError):
+                log.exception("connection %s failed", self.peer)
+            self._broken = exc
+            self._finish_reading()
 
-    async def _decrypt(self, tls: TlsSession, received: bytes) -> bytes | memoryview:
-        """Plaintext from ``received`` and as many further reads as it takes; b"" at the end.
-
-        Whatever the session must send on its own (a TLS 1.3 key update's answer) waits in
-        it for the next reply, so the writer alone sends and no partial write is ever cut.
-        Renegotiation, the one exchange that would need an answer first, is refused by the
-        context (``broker.listeners.server_ssl_context``).
-        """
-        while received:
+    def _read_once(self) -> None:
+        if self.server.draining:
+            self._finish_reading()
+            return
+        try:
+            received = os.read(self._fd, RECEIVE_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        tls = self._tls
+        if tls is not None and received:
             plain = tls.decrypt(received)
-            if plain is None:
-                break
-            if plain:
-                return plain
-            received = await self._read_socket()
-        return b""
+            if plain is None:  # close_notify
+                received = b""
+            elif not plain:  # part of a record: the rest comes with a later read
+                return
+            else:
+                self._handle_data(plain)
+                if tls.closed:  # close_notify came after those requests
+                    self._finish_reading()
+                return
+        if not received:
+            if self.decoder.buffered:
+                log.warning("connection %s closed mid-frame (%d bytes pending)", self.peer, self.decoder.buffered)
+            self._finish_reading()
+            return
+        self._handle_data(received)
 
-    async def _read_socket(self) -> bytes:
-        """One read of the socket (b"" at its end): its descriptor once trio says it is
-        readable, so one wait and one read per batch of requests, no extra scheduling round."""
-        fd = self._fd
-        if fd < 0:
-            return bytes(await self.stream.receive_some(RECEIVE_CHUNK))
-        while True:
-            await trio.lowlevel.wait_readable(fd)
-            try:
-                return os.read(fd, RECEIVE_CHUNK)
-            except BlockingIOError:
-                continue
+    def _handle_data(self, data: bytes | bytearray | memoryview) -> None:
+        self.server.bytes_in += len(data)
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.router.errors["frame"] += 1
+            log.warning("closing connection %s: %s", self.peer, exc)
+            self._finish_reading()
+            return
+        self._frames.extend(frames)
+        self._handle_frames([])
 
-    async def _read(self) -> None:
-        """Read frames and route them; replies ready at once go out in one send per read.
+    def _resume_after_delay(self, delayed: tuple[bytes, Step]) -> None:
+        """A failed login's delay has passed: its reply, then the requests read behind it."""
+        frame, step = delayed
+        ready: list[bytes] = []
+        outcome = self._after_login_step(frame, step, ready)
+        if outcome == "close" or (outcome == "route" and self._route(frame, ready)):
+            self._send_ready(ready)
+            if self._queue:
+                self._drain()
+            self._finish_reading()
+            return
+        self._handle_frames(ready)
+        if not self._reading_done and self._delayed is None and not self._full:
+            self.server.poller.resume(self._fd)
+
+    def _handle_frames(self, ready: list[bytes]) -> None:
+        """Route the frames read, sending the replies ready at once in one write.
 
         A reply that must wait (a parked request, one waiting for durability) goes to the
-        queue, and every reply after it too, so replies leave in request order; the writer
-        task sends the queue.
+        queue, and every reply after it too, so replies leave in request order.
         """
-        # One scope for the connection's life, not one per read: ``stop_reading`` cancels it
-        # only while the reader waits for bytes, and otherwise the loop sees ``_stop``.
-        with trio.CancelScope() as scope:
-            self._read_scope = scope
-            await self._read_frames()
-
-    async def _read_frames(self) -> None:
-        router = self.router
-        server = self.server
-        queue = self._queue
-        while not server.draining and not self._stop:
-            if len(queue) >= MAX_PIPELINE:  # too many replies waiting: stop reading until they go
-                self._room = trio.Event()
-                await self._room.wait()
-                continue
-            data = await self._receive()
-            if not data:
-                if self.decoder.buffered:
-                    log.warning("connection %s closed mid-frame (%d bytes pending)",
-                                self.peer, self.decoder.buffered)
-                return
-            server.bytes_in += len(data)
-            try:
-                frames = self.decoder.feed(data)
-            except ProtocolError as exc:
-                router.errors["frame"] += 1
-                log.warning("closing connection %s: %s", self.peer, exc)
-                return
-            ready: list[bytes] = []  # replies to send now; only ever filled while the queue is empty
-            closing: str | None = None
-            for frame in frames:
-                auth = self.authenticator
-                if auth is not None:
-                    step = auth.receive(frame, int(trio.current_time() * 1000))
-                    if step.failure or step.authenticated:
-                        self._login_done(step.failure)
-                    if step.failure:
-                        await self._flush(ready)
-                        await trio.sleep(server.config["connection.failed.authentication.delay.ms"] / 1000)
-                    if step.reply is not None:
-                        self._add(step.reply, ready)
-                    if step.close is not None:
-                        log.info("closing connection %s: %s", self.peer, step.close)
-                        closing = step.close
-                        break
-                    if not step.route:
-                        continue
-                outcome: Outcome = router.route(frame, self.peer, self.session)
-                if isinstance(outcome, Close):
-                    log.warning("closing connection %s: %s", self.peer, outcome.reason)
-                    closing = outcome.reason
+        frames = self._frames
+        closing = False
+        while frames:
+            frame = frames.popleft()
+            auth = self.authenticator
+            if auth is not None:
+                step = auth.receive(frame, int(trio.current_time() * 1000))
+                if step.failure or step.authenticated:
+                    self._login_done(step.failure)
+                if step.failure:  # the reply waits: send what is ready, and read nothing meanwhile
+                    self._send_ready(ready)
+                    self._delayed = (frame, step)
+                    self.server.poller.pause(self._fd)
+                    self._wake_task()
+                    return
+                outcome = self._after_login_step(frame, step, ready)
+                if outcome == "close":
+                    closing = True
                     break
-                if outcome is not None:
-                    self._add(outcome, ready)
-            await self._flush(ready)
-            if queue:
-                self._drain()
-            if closing is not None:
-                return
+                if outcome == "skip":
+                    continue
+            if self._route(frame, ready):
+                closing = True
+                break
+        self._send_ready(ready)
+        queue = self._queue
+        if queue:
+            self._drain()
+        if closing:
+            frames.clear()
+            self._finish_reading()
+        elif len(queue) >= MAX_PIPELINE and not self._full:  # too many replies waiting: read on once they go
+            self._full = True
+            self.server.poller.pause(self._fd)
+
+    def _route(self, frame: bytes, ready: list[bytes]) -> bool:
+        """Hand one request to the router; True if the connection must close."""
+        routed: Outcome = self.router.route(frame, self.peer, self.session)
+        if isinstance(routed, Close):
+            log.warning("closing connection %s: %s", self.peer, routed.reason)
+            return True
+        if routed is not None:
+            self._add(routed, ready)
+        return False
+
+    def _after_login_step(self, frame: bytes, step: Step, ready: list[bytes]) -> str:
+        """What a SASL step means for its frame: "route" it, "skip" it, or "close"."""
+        if step.reply is not None:
+            self._add(step.reply, ready)
+        if step.close is not None:
+            log.info("closing connection %s: %s", self.peer, step.close)
+            return "close"
+        return "route" if step.route else "skip"
+
+    def _finish_reading(self) -> None:
+        """Read no more: the connection ends once its queued replies are sent."""
+        if self._reading_done:
+            return
+        self._reading_done = True
+        self._frames.clear()
+        self.server.poller.remove(self._fd)
+        self._closing = True
+        self._wake_task()
 
     def _add(self, outcome: bytes | Slot, ready: list[bytes]) -> None:
         """Queue a reply behind the ones still waiting, or take it for this read's send."""
@@ -482,13 +536,6 @@ class Connection:
             ready.clear()
         queue.append(outcome)
 
-    async def _flush(self, ready: list[bytes]) -> None:
-        if ready:
-            payload = b"".join(ready) if len(ready) > 1 else ready[0]
-            ready.clear()
-            if self.server.failure is None:
-                await self._send(payload)
-
     def _frame_of(self, slot: Slot) -> bytes | None:
         """A ready slot's frame, amended if the authorization step asked; the request is timed."""
         if slot.frame is not None and slot.amend is not None:
@@ -498,61 +545,26 @@ class Connection:
 
     # --- writing --------------------------------------------------------------------
 
-    async def _send(self, payload: bytes) -> None:
-        """All of ``payload``; on TLS as records, a large payload a slice at a time so the
-        peer decrypts the first slices while the next are encrypted."""
-        self.server.bytes_out += len(payload)
-        tls = self._tls
-        if tls is None:
-            await self._write_socket(payload)
-        elif len(payload) <= TLS_WRITE_SLICE:
-            await self._write_socket(tls.encrypt(payload))
-        else:
-            view = memoryview(payload)
-            for start in range(0, len(payload), TLS_WRITE_SLICE):
-                await self._write_socket(tls.encrypt(view[start:start + TLS_WRITE_SLICE]))
-
-    async def _write_socket(self, payload: bytes) -> None:
-        """All of ``payload``: straight to the socket if it takes it, else through trio."""
-        fd = self._fd
-        if fd < 0:
-            await self.stream.send_all(payload)
-            return
-        try:
-            sent = os.write(fd, payload)
-        except BlockingIOError:
-            sent = 0
-        if sent < len(payload):
-            await self.stream.send_all(memoryview(payload)[sent:])
-
-    def _write_nowait(self, payload: bytes) -> None:
-        """What the socket takes of ``payload`` now, if anything (a TLS alert, close_notify)."""
-        if payload and self._fd >= 0:
-            try:
-                os.write(self._fd, payload)
-            except OSError:
-                pass
-
-    def _wake_writer(self) -> None:
-        wake = self._wake
-        if wake is not None:
-            self._wake = None
-            wake.set()
+    def _send_ready(self, ready: list[bytes]) -> None:
+        if ready:
+            payload = b"".join(ready) if len(ready) > 1 else ready[0]
+            ready.clear()
+            if self.server.failure is None:
+                self._send_nowait(payload)
 
     def _drain(self) -> None:
         """Send the queue's ready replies now, in order, from whichever task made them ready.
 
-        Called by the reader after a read that queued replies, and by a queued slot as it
-        is set (a sync returned, a parked request was answered): the first slot still
-        waiting gets this method as its ``on_ready``, so a reply waiting for durability
-        goes out from the task that released it, with no task woken per request. What the
-        socket does not take at once is the writer task's to send, and every later reply
-        waits behind it. Never raises: a failed write ends only this connection.
+        Called after a read that queued replies, and by a queued slot as it is set (a sync
+        returned, a parked request was answered): the first slot still waiting gets this
+        method as its ``on_ready``, so a reply waiting for durability goes out from the
+        task that released it, with no task woken per reply. What the socket does not take
+        at once is the connection task's to send, and every later reply waits behind it.
+        Never raises: a failed write ends only this connection.
         """
         if self._ended or self._backlog is not None or self._broken is not None:
             return
-        server = self.server
-        if server.failure is not None:
+        if self.server.failure is not None:
             return  # the broker stopped on a storage failure: nothing more is sent
         queue = self._queue
         ready: list[bytes] = []
@@ -576,22 +588,20 @@ class Connection:
             if not isinstance(exc, OSError):
                 log.exception("writing to %s failed", self.peer)
             self._broken = exc
-            self.stop_reading()
-            self._wake_writer()
-            room = self._room
-            if room is not None:  # a reader waiting for room sees the stop
-                self._room = None
-                room.set()
+            self._finish_reading()
             return
-        room = self._room
-        if room is not None and len(queue) < MAX_PIPELINE:
-            self._room = None
-            room.set()
+        if self._full and len(queue) < MAX_PIPELINE:
+            self._full = False
+            if not self._reading_done and self._delayed is None:
+                self.server.poller.resume(self._fd)
         if self._backlog is not None or (self._closing and not queue):
-            self._wake_writer()
+            self._wake_task()
 
     def _send_nowait(self, payload: bytes) -> None:
-        """Write ``payload`` as far as the socket takes it; the rest becomes the backlog."""
+        """Write ``payload`` as far as the socket takes it; the rest becomes the backlog.
+
+        On TLS a large payload is encrypted a slice at a time, so each record stays small.
+        """
         self.server.bytes_out += len(payload)
         tls = self._tls
         if tls is not None:
@@ -601,15 +611,46 @@ class Connection:
                 view = memoryview(payload)
                 payload = b"".join(tls.encrypt(view[start:start + TLS_WRITE_SLICE])
                                    for start in range(0, len(payload), TLS_WRITE_SLICE))
-        fd = self._fd
-        sent = 0
-        if fd >= 0:
-            try:
-                sent = os.write(fd, payload)
-            except BlockingIOError:
-                sent = 0
+        try:
+            sent = os.write(self._fd, payload)
+        except BlockingIOError:
+            sent = 0
         if sent < len(payload):
             self._backlog = memoryview(payload)[sent:]
+            self._wake_task()
+
+    async def _read_socket(self) -> bytes:
+        """One read of the socket (b"" at its end), for the TLS handshake."""
+        fd = self._fd
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                return os.read(fd, RECEIVE_CHUNK)
+            except BlockingIOError:
+                continue
+
+    async def _write_socket(self, payload: bytes) -> None:
+        """All of ``payload``, for the TLS handshake: straight to the socket if it takes it."""
+        try:
+            sent = os.write(self._fd, payload)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(payload):
+            await self.stream.send_all(memoryview(payload)[sent:])
+
+    def _write_nowait(self, payload: bytes) -> None:
+        """What the socket takes of ``payload`` now, if anything (a TLS alert, close_notify)."""
+        if payload:
+            try:
+                os.write(self._fd, payload)
+            except OSError:
+                pass
+
+    def _wake_task(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
 
     def _end(self) -> None:
         """The connection is over: no slot set later may write to its (reused) descriptor."""
@@ -618,31 +659,6 @@ class Connection:
             if type(item) is not bytes:
                 assert isinstance(item, Slot)
                 item.on_ready = None
-
-    async def _write(self) -> None:
-        """Send what the socket did not take at once, and end the connection when told.
-
-        Replies go out from ``_drain``; this task sends its backlog (then drains again,
-        since more may have become ready meanwhile), ends the connection when a write
-        failed, and returns once reading ended and every queued reply was sent.
-        """
-        queue = self._queue
-        while True:
-            broken = self._broken
-            if broken is not None:
-                if isinstance(broken, OSError):
-                    raise broken
-                return
-            backlog = self._backlog
-            if backlog is not None:
-                await self.stream.send_all(backlog)
-                self._backlog = None
-                self._drain()
-                continue
-            if self._closing and (not queue or self.server.failure is not None):
-                return
-            self._wake = trio.Event()
-            await self._wake.wait()
 
 
 class Server:
@@ -659,6 +675,8 @@ class Server:
         self.host = host
         self.port = port
         self.connections: set[Connection] = set()
+        #: Reads every connection's socket (``broker.poller``); closed when serving ends.
+        self.poller = ReadPoller()
         self.draining = False
         self.idle = trio.Event()
         self.accept_scope = trio.CancelScope()
@@ -833,8 +851,8 @@ class Server:
 
         Called synchronously from where the failure happened (a handler, the flusher), so
         the code that called it must not release any reply afterwards; cancelling the
-        server's scope stops every other task at its next checkpoint, and the connection
-        writers check ``failure`` before each send.
+        server's scope stops every other task at its next checkpoint, and connections
+        check ``failure`` before each send.
         """
         if self.failure is not None:
             return
@@ -850,6 +868,13 @@ class Server:
 
     async def _serve_connections(self, task_status: trio.TaskStatus[tuple[str, int]]) -> None:
         assert self.bound is not None
+        async with trio.open_nursery() as polling:
+            polling.start_soon(self.poller.run)
+            await self._serve_connections_polled(task_status)
+            polling.cancel_scope.cancel()
+
+    async def _serve_connections_polled(self, task_status: trio.TaskStatus[tuple[str, int]]) -> None:
+        assert self.bound is not None
         async with trio.open_nursery() as connections:
             with self.accept_scope:
                 async with trio.open_nursery() as accepting:
@@ -861,7 +886,7 @@ class Server:
             for listener in self.listeners:
                 for sock in listener.sockets:
                     await sock.aclose()
-            # Stop reading new requests everywhere; writers flush what is queued.
+            # Stop reading new requests everywhere; the queued replies still go out.
             self.draining = True
             for connection in list(self.connections):
                 connection.stop_reading()

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class Slot:
     """One request's place in its connection's reply order.
 
-    The router stamps ``started`` and ``stats`` so the writer can time the request when
+    The router stamps ``started`` and ``stats`` so the connection can time the request when
     its reply goes out (``Router.finished``); ``client_id`` is kept only for the request log;
     ``amend`` is applied to the frame when it goes out.
 
@@ -45,7 +45,7 @@ class Slot:
 
     @property
     def event(self) -> Slot:
-        """What storage.group_commit and the writer set and wait on: the slot itself."""
+        """What storage.group_commit sets (and anyone may wait on): the slot itself."""
         return self
 
     def set(self) -> None:

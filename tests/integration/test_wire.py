@@ -237,3 +237,31 @@ def test_replies_the_socket_cannot_take_at_once_keep_their_order(broker: BrokerP
                 assert len(body.topics[0].partitions) == 3000
             elif api_key == 8:
                 assert body.topics[0].partitions[0].error_code == 0
+
+
+def test_a_connection_with_too_many_replies_waiting_is_read_again_once_they_go(broker: BrokerProcess) -> None:
+    """Thousands of pipelined commits, each waiting for its fsync: the broker stops reading
+    the connection while too many replies wait, reads on as they go, and answers all, in order."""
+    with WireClient(broker.host, broker.port, timeout=60) as client:
+        group = f"pipelined-{uuid.uuid4().hex[:8]}"
+        created = client.request(19, 4, {"topics": [{"name": group, "num_partitions": 1, "replication_factor": 1,
+                                                      "assignments": [], "configs": []}],
+                                         "timeout_ms": 10000, "validate_only": False})
+        assert created.topics[0].error_code == 0
+        sent = []
+        burst = b""
+        for i in range(3000):
+            client.correlation_id += 1
+            sent.append(client.correlation_id)
+            burst += encode_request(8, 8, client.correlation_id, {
+                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                "retention_time_ms": -1, "topics": [{"name": group, "partitions": [
+                    {"partition_index": 0, "committed_offset": i, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]})
+        client.send_raw(burst)
+        for correlation_id in sent:
+            body = client.receive(8, 8, correlation_id)
+            assert body.topics[0].partitions[0].error_code == 0
+        fetched = client.request(9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})
+        partitions = [p for t in fetched.groups[0].topics for p in t.partitions]
+        assert [p.committed_offset for p in partitions] == [2999]
