@@ -72,7 +72,7 @@ async def test_a_paused_socket_waits_and_a_resumed_one_is_read(pair: tuple[socke
 
 async def test_a_removed_socket_is_forgotten_and_its_number_may_come_back(
         pair: tuple[socket.socket, socket.socket]) -> None:
-    ours, peer = pair
+    ours, _peer = pair
     poller = ReadPoller()
     old: list[int] = []
     poller.add(ours.fileno(), lambda: old.append(1))
