@@ -187,7 +187,7 @@ class Bench:
         self.record(f"Produce p99 latency ({shape})", "ms", False, broker.name, result.percentile(0.99) * 1000)
         cpu_before = broker.cpu_seconds()
         size, count, seconds = trio.run(loadgen.fetch_everything, address, "bench-data", partitions)
-        fetch_cpu = (broker.cpu_seconds() - cpu_before) / max(count, 1) * 1000 * 1000
+        fetch_cpu = (broker.cpu_seconds() - cpu_before) / max(count, 1) * 1000  # ms, shown in us
         self.record("Fetch MB/s (1 conn, whole topic from offset 0)", "MB/s", True, broker.name,
                     size / seconds / 1e6)
         self.record("Fetch records/s (1 conn, whole topic from offset 0)", "records/s", True, broker.name,
