@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import sys
+import platform
 from collections.abc import Mapping
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_large_buffers"]
@@ -38,14 +38,9 @@ _M_MMAP_THRESHOLD = -3
 
 def keep_large_buffers(environ: Mapping[str, str] = os.environ) -> bool:
     """Set the heap's thresholds; True if they were set, False if left as they were."""
-    if not sys.platform.startswith("linux") or any(name.startswith("MALLOC_") for name in environ):
+    if platform.libc_ver()[0] != "glibc" or any(name.startswith("MALLOC_") for name in environ):
         return False
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        libc.gnu_get_libc_version  # noqa: B018  (present only in glibc; musl's mallopt does nothing)
-    except (OSError, AttributeError):
-        return False
+    mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     if not (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):

@@ -582,8 +582,7 @@ class Connection:
                     if frame is not None:
                         ready.append(frame)
                 queue.popleft()
-            if ready:
-                self._send_nowait(b"".join(ready) if len(ready) > 1 else ready[0])
+            self._send_ready(ready)
         except Exception as exc:  # a bug in amending a reply, a TLS failure: this connection ends
             if not isinstance(exc, OSError):
                 log.exception("writing to %s failed", self.peer)

@@ -8,7 +8,7 @@ of new pages, some four thousand faults per reply; with ``broker.heap`` it reuse
 from __future__ import annotations
 
 import os
-import sys
+import platform
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient
 
 pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and glibc's heap")]
+              pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="reads /proc and glibc's heap")]
 
 PARTITIONS = 4
 #: Records per partition: 2,000 of 1 KiB, so one Fetch of every partition is about 8 MB.
@@ -71,5 +71,6 @@ def test_repeated_large_fetches_do_not_fault_in_new_memory(broker: BrokerProcess
     assert faults < FETCHES * pages_per_reply // 4, (faults, pages_per_reply)
 
 
-def test_the_operators_own_malloc_settings_are_left_alone() -> None:
+def test_the_thresholds_are_set_unless_the_operator_set_malloc_tunables() -> None:
+    assert keep_large_buffers({}) is True
     assert keep_large_buffers({"MALLOC_ARENA_MAX": "2"}) is False
