@@ -7,10 +7,15 @@ id, and the transaction's COMMIT or ABORT marker follows as a control batch
 
 Groups map to partitions the way Kafka maps them (Java ``String.hashCode``), so one
 partition stays the unit of ownership if the coordinator is ever split across nodes.
-``append`` is cheap and never waits for the disk; ``sync`` (run in a worker thread)
-fsyncs everything written so far in one go and reports the sequence number that is now
-durable (a ``storage.journal.Journal``), which is what lets many requests share one fsync
-(ARCHITECTURE.md invariant 2). ``compact_all`` (also for a worker thread) runs the log
+``append`` is cheap and never waits for the disk; ``sync`` makes everything written so
+far durable in one go and reports the sequence number that is now durable (a
+``storage.journal.Journal``), which is what lets many requests share one fsync
+(ARCHITECTURE.md invariant 2). Every appended batch also goes to the log's journal file
+(``storage.wal``), and ``sync`` fsyncs only that file, however many partitions were
+written; the partitions' segments are fsynced at a ``checkpoint`` (when the journal has
+grown past ``journal_bytes``, and before any partition is cut back or dropped), which then
+empties the journal. Opening the log lays the journal's entries back onto partitions that
+lost them. ``compact_all`` (also for a worker thread) runs the log
 cleaner over every partition.
 """
 
@@ -40,14 +45,17 @@ from storage.fs import REAL_FS, FileSystem
 from storage.journal import Journal
 from storage.layout import (
     COORDINATOR_TOPIC,
+    journal_file,
     parse_partition_dir,
     partition_count_file,
     partition_dir,
 )
 from storage.partition import CorruptLogError, PartitionLog
+from storage.wal import WriteAheadJournal
 from storage.walker import walk_bytes
 
 REPLAY_CHUNK = 8 << 20  # bytes of whole batches read per step at start-up
+JOURNAL_BYTES = 64 << 20  # a checkpoint once the journal file holds this much
 
 __all__ = ["TOPIC", "CoordinatorLog", "PartitionCountError", "TransactionalReplay"]
 
@@ -95,6 +103,7 @@ class CoordinatorLog:
         history_dir: Path | None = None,
         fs: FileSystem = REAL_FS,
         topic: str = TOPIC,
+        journal_bytes: int = JOURNAL_BYTES,
     ) -> None:
         if partitions < 1:
             raise ValueError(f"partitions must be positive, got {partitions}")
@@ -108,11 +117,14 @@ class CoordinatorLog:
         self._journal = Journal()
         self._logs: dict[int, PartitionLog] = {}
         self._closed = False
+        self.journal_bytes = journal_bytes
         fs.make_dirs(self.data_dir)
         self._check_partition_count()
+        self._wal = WriteAheadJournal(fs, journal_file(self.data_dir, topic))
         try:
             for p in sorted(self._existing_partitions()):
                 self._logs[p] = self._open_partition(p)
+            self._recover_journal()
         except BaseException:
             self.close()
             raise
@@ -120,10 +132,52 @@ class CoordinatorLog:
     # --- layout -----------------------------------------------------------------------
 
     def _open_partition(self, partition: int) -> PartitionLog:
-        return PartitionLog.open(
+        plog = PartitionLog.open(
             partition_dir(self.data_dir, self.topic, partition), self.segment_bytes,
             history_dir=self.history_dir, fs=self.fs,
         )
+        wal = self._wal
+
+        def journal(batch: bytes) -> None:
+            wal.add(partition, batch)
+
+        plog.on_write = journal
+        plog.before_cut = self.checkpoint  # a cut must not be undone by the journal's older entries
+        return plog
+
+    def _recover_journal(self) -> None:
+        """Lay the journal's entries back onto partitions whose logs end before them, then checkpoint.
+
+        An entry the partition already holds is skipped. One that would leave a gap, or that
+        overlaps the log's end, means the segments lost what a checkpoint had made durable:
+        refuse to start rather than serve a log with a hole in it.
+        """
+        entries = self._wal.read()
+        restored = 0
+        for partition, batch in entries:
+            if not 0 <= partition < self.partitions:
+                raise CorruptLogError(f"{self._wal.path}: entry for partition {partition}, but the log has "
+                                      f"{self.partitions}")
+            try:
+                header = peek_batch_header(batch)
+            except RecordBatchError as exc:
+                raise CorruptLogError(f"{self._wal.path}: entry for partition {partition}: {exc}") from None
+            plog = self._writable(partition)
+            end = plog.next_offset
+            if header.next_offset <= end:
+                continue
+            if header.base_offset != end:
+                raise CorruptLogError(
+                    f"{plog.directory}: log ends at offset {end} but the journal's next batch for it "
+                    f"starts at {header.base_offset}"
+                )
+            plog.append_replicated(batch)
+            restored += 1
+        if restored:
+            log.warning("%s: %d batches the segments had lost were restored from %s", self.topic, restored,
+                        self._wal.path.name)
+        if entries or self._wal.size:
+            self.checkpoint()
 
     def _existing_partitions(self) -> set[int]:
         found = set()
@@ -192,7 +246,7 @@ class CoordinatorLog:
             plog = self._writable(partition)
             plog.append(records, timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
                         transactional=producer_id >= 0)
-            return self._journal.mark(plog)
+            return self._journal.mark(self._wal)
 
     def append_marker(self, partition: int, producer_id: int, producer_epoch: int, marker: EndTransactionMarker,
                       timestamp_ms: int) -> int:
@@ -200,7 +254,7 @@ class CoordinatorLog:
         with self._lock:
             plog = self._writable(partition)
             plog.append_batch(encode_marker_batch(producer_id, producer_epoch, marker, timestamp_ms))
-            return self._journal.mark(plog)
+            return self._journal.mark(self._wal)
 
     def _writable(self, partition: int) -> PartitionLog:
         """The partition's log, opened on first use. Holds _lock."""
@@ -213,8 +267,28 @@ class CoordinatorLog:
         return plog
 
     def sync(self) -> int:
-        """fsync every partition written since the last sync; returns the durable seq."""
-        return self._journal.sync()
+        """fsync the journal (one file, however many partitions were written); returns the durable seq.
+
+        Blocking. Once the journal holds ``journal_bytes``, also checkpoints.
+        """
+        durable = self._journal.sync()
+        if self._wal.size >= self.journal_bytes:
+            self.checkpoint()
+        return durable
+
+    def checkpoint(self) -> None:
+        """fsync every partition's segments, then empty the journal (blocking; appends wait).
+
+        After it the segments alone hold everything appended, durably. Run when the journal
+        has grown, at start-up after recovery, and before a partition is cut back or dropped
+        (its older entries must not come back at the next start).
+        """
+        with self._lock:
+            if self._closed or self._wal.size == 0:
+                return
+            for plog in self._logs.values():
+                plog.flush()
+            self._wal.reset()
 
     # --- compaction -------------------------------------------------------------------
 
@@ -346,6 +420,7 @@ class CoordinatorLog:
 
     def drop_partition(self, partition: int) -> None:
         """Close a partition and delete its directory: another node holds it now."""
+        self.checkpoint()
         with self._lock:
             plog = self._logs.pop(partition, None)
         if plog is not None:
@@ -379,3 +454,4 @@ class CoordinatorLog:
             self._closed = True
             for plog in self._logs.values():
                 plog.close()
+            self._wal.close()

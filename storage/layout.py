@@ -58,6 +58,7 @@ __all__ = [
     "history_copy_of",
     "history_dir",
     "history_folder",
+    "journal_file",
     "lock_file",
     "log_start_file",
     "parse_partition_dir",
@@ -123,6 +124,11 @@ def format_file(data_dir: Path) -> Path:
 def partition_count_file(data_dir: Path, topic: str = COORDINATOR_TOPIC) -> Path:
     """Where a coordinator log (``__consumer_offsets``, ``__transaction_state``) records its partition count."""
     return Path(data_dir) / f"{topic}.meta.json"
+
+
+def journal_file(data_dir: Path, topic: str = COORDINATOR_TOPIC) -> Path:
+    """A coordinator log's journal (``storage.wal``): every batch since its last checkpoint."""
+    return Path(data_dir) / f"{topic}.journal"
 
 
 def coordinator_snapshot_file(data_dir: Path) -> Path:

@@ -131,6 +131,11 @@ class PartitionLog:
         #: The replicated high watermark, when a replication leader or follower keeps one;
         #: None: every appended record is readable (one replica).
         self._high_watermark: int | None = None
+        #: Called with every batch ``append`` and ``append_batch`` write (under _lock), and
+        #: before ``truncate_to`` and ``reset_to`` cut anything: a coordinator log's journal
+        #: (``storage.wal``) takes the batches and checkpoints before a cut.
+        self.on_write: Callable[[bytes], None] | None = None
+        self.before_cut: Callable[[], None] | None = None
         self.recovery = self._recover()
         self._start_floor = self._read_start_floor()
         self._cleaned_up_to = self.log_start_offset
@@ -333,6 +338,8 @@ class PartitionLog:
             active = self._roll()
         active.append(data, base, next_offset)
         self._dirty.add(active)
+        if self.on_write is not None:
+            self.on_write(data)
         return base, next_offset
 
     def _roll(self) -> Segment:
@@ -434,6 +441,8 @@ class PartitionLog:
         the cut is durable before this returns. Below the log start, the log becomes empty
         at ``offset`` (``reset_to``).
         """
+        if self.before_cut is not None and offset < self.next_offset:
+            self.before_cut()
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.directory}: log is closed")
@@ -476,6 +485,8 @@ class PartitionLog:
     def reset_to(self, offset: int) -> int:
         """Delete every record and start the log empty at ``offset`` (a follower that is
         behind the leader's log start, as Kafka's truncateFullyAndStartAt)."""
+        if self.before_cut is not None:
+            self.before_cut()
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.directory}: log is closed")

@@ -75,7 +75,7 @@ async def test_a_commit_not_durable_within_the_timeout_is_answered_request_timed
     groups.register(router, service)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
-        fs.before("fsync", hold, path="__consumer_offsets-", times=None)
+        fs.before("fsync", hold, path="__consumer_offsets.journal", times=None)
         stuck = route(router, 8, 8, commit_body(42, [0, 1, 9]), 1)
         await eventually(held.is_set)
         reading = route(router, 9, 7, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}],

@@ -170,6 +170,8 @@ def read_back(address: tuple[str, int]) -> tuple[dict[str, dict[int, int]], dict
 @pytest.mark.parametrize(("op", "path"), [
     ("write", "__consumer_offsets-"),
     ("fsync", "__consumer_offsets-"),
+    ("write", "__consumer_offsets.journal"),
+    ("fsync", "__consumer_offsets.journal"),
     ("write", "data-0"),
     ("fsync", "data-0"),
 ])

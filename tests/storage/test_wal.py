@@ -1,0 +1,168 @@
+"""The coordinator log's journal file: a sync fsyncs it alone, and a power cut loses nothing synced.
+
+The fault-injecting filesystem's ``crash()`` keeps only what was durable (fsynced file
+contents, fsynced directory entries), the strictest outcome POSIX allows; every test reopens
+the log from what it left.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from protocol.consumer_offsets import partition_for
+from protocol.records import encode_key_value_batch
+from storage.coordinator_log import CoordinatorLog
+from storage.faultfs import MUTATIONS, Fault, FaultyFileSystem
+from storage.layout import journal_file
+from storage.partition import CorruptLogError
+from storage.wal import WriteAheadJournal
+
+PARTITIONS = 4
+GROUPS = [f"group-{i}" for i in range(12)]
+
+
+def by_partition(log: CoordinatorLog) -> dict[int, list[tuple[bytes, bytes | None]]]:
+    return {p: [(k, v) for k, v, _ in log.replay_partition(p)] for p in range(PARTITIONS)}
+
+
+class Workload:
+    """Appends over every partition, a sync every few, and the journal small enough to
+    checkpoint several times; remembers what each sync made durable."""
+
+    def __init__(self) -> None:
+        self.appended: dict[int, list[tuple[int, tuple[bytes, bytes | None]]]] = {p: [] for p in range(PARTITIONS)}
+        self.durable = 0
+
+    def run(self, root: Path, fs: FaultyFileSystem | None = None) -> None:
+        log = CoordinatorLog(root, PARTITIONS, 600, fs=fs or FaultyFileSystem(), journal_bytes=900)
+        for i in range(60):
+            group = GROUPS[i % len(GROUPS)]
+            record = (f"{group}/{i}".encode(), None if i % 7 == 6 else b"v%d" % i)
+            seq = log.append(group, [record], i)
+            self.appended[partition_for(group, PARTITIONS)].append((seq, record))
+            if i % 4 == 3:
+                self.durable = log.sync()
+        log.close()
+
+
+def test_a_sync_fsyncs_the_journal_alone_and_a_power_cut_keeps_every_synced_batch(tmp_path: Path) -> None:
+    fs = FaultyFileSystem(tmp_path)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20, fs=fs)
+    fsynced: list[str] = []
+    fs.before("fsync", lambda path: fsynced.append(Path(path).name), times=None)
+    for i, group in enumerate(GROUPS):
+        log.append(group, [(group.encode(), b"v%d" % i)], i)
+    assert len({partition_for(g, PARTITIONS) for g in GROUPS}) == PARTITIONS
+    log.sync()
+    assert fsynced == ["__consumer_offsets.journal"], "one fsync for four partitions"
+    expected = by_partition(log)
+    log.close()
+    fs.crash()
+    segments = [s for p in range(PARTITIONS) for s in (tmp_path / f"__consumer_offsets-{p}").glob("*.log")]
+    assert all(s.stat().st_size == 0 for s in segments), "the segments themselves were never fsynced"
+    reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert by_partition(reopened) == expected
+    assert journal_file(tmp_path).stat().st_size == 0, "recovery ends with a checkpoint"
+    reopened.close()
+    again = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert by_partition(again) == expected
+    again.close()
+
+
+def test_a_crash_at_every_change_keeps_what_was_synced_and_a_prefix_of_the_rest(tmp_path: Path) -> None:
+    """Crash the filesystem at each change the workload makes (appends, syncs, segment rolls,
+    checkpoints); every reopened log holds, per partition, every batch a sync reported
+    durable and otherwise a prefix of what was appended, and takes new appends."""
+    counting = FaultyFileSystem(tmp_path / "count")
+    (tmp_path / "count").mkdir()
+    steps = counting.inject(Fault(MUTATIONS, times=0))
+    resets = counting.inject(Fault("truncate", path=".journal", times=0))
+    complete = Workload()
+    complete.run(tmp_path / "count", counting)
+    assert steps.seen > 60 and resets.seen >= 3, "the crash points cover several checkpoints"
+    for step in range(1, steps.seen + 1):
+        root = tmp_path / f"crash-{step:04d}"
+        root.mkdir()
+        fs = FaultyFileSystem(root)
+        fs.inject(Fault(MUTATIONS, nth=step, crash=True))
+        workload = Workload()
+        with pytest.raises(OSError):
+            workload.run(root, fs)
+        fs.crash()
+        log = CoordinatorLog(root, PARTITIONS, 600)
+        got = by_partition(log)
+        for p in range(PARTITIONS):
+            appended = workload.appended[p]
+            records = [record for _, record in appended]
+            assert got[p] == records[: len(got[p])], f"crash at step {step}: partition {p} is not a prefix"
+            synced = [record for seq, record in appended if seq <= workload.durable]
+            assert len(got[p]) >= len(synced), f"crash at step {step}: partition {p} lost a synced batch"
+        log.append(GROUPS[0], [(b"after", b"crash")], 1)
+        log.sync()
+        log.close()
+        shutil.rmtree(root)
+
+
+def test_a_partition_cut_back_does_not_get_its_journalled_batches_back(tmp_path: Path) -> None:
+    """A follower's truncation checkpoints first: the journal's older entries for the
+    partition must not be laid back at the next start."""
+    group = GROUPS[0]
+    p = partition_for(group, PARTITIONS)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    for i in range(5):
+        log.append(group, [(b"k%d" % i, b"v")], i)
+    log.sync()
+    plog = log.partition_log(p)
+    assert plog is not None
+    assert plog.truncate_to(2) == 2
+    log.close()
+    reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert [k for k, _, _ in reopened.replay_partition(p)] == [b"k0", b"k1"]
+    reopened.close()
+
+
+def test_a_dropped_partition_does_not_come_back_from_the_journal(tmp_path: Path) -> None:
+    group = GROUPS[0]
+    p = partition_for(group, PARTITIONS)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    log.append(group, [(b"k", b"v")], 1)
+    log.sync()
+    log.drop_partition(p)
+    log.close()
+    reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert reopened.partition_log(p) is None
+    assert not (tmp_path / f"__consumer_offsets-{p}").exists()
+    reopened.close()
+
+
+def test_a_torn_journal_tail_is_cut_and_the_entries_before_it_kept(tmp_path: Path) -> None:
+    fs = FaultyFileSystem(tmp_path)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20, fs=fs)
+    for i, group in enumerate(GROUPS[:6]):
+        log.append(group, [(group.encode(), b"v%d" % i)], i)
+    log.sync()
+    expected = by_partition(log)
+    log.close()
+    fs.crash()
+    path = journal_file(tmp_path)
+    whole = path.stat().st_size
+    with path.open("ab") as f:
+        f.write(b"\x00\x00\x01\x00garbage")  # an entry whose write the crash cut short
+    reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert by_partition(reopened) == expected
+    assert whole > 0 and path.stat().st_size == 0
+    reopened.close()
+
+
+def test_a_journal_entry_past_a_gap_refuses_to_start(tmp_path: Path) -> None:
+    CoordinatorLog(tmp_path, PARTITIONS, 1 << 20).close()
+    journal = WriteAheadJournal(FaultyFileSystem(), journal_file(tmp_path))
+    journal.add(1, encode_key_value_batch([(b"k", b"v")], base_offset=5, base_timestamp=1))
+    journal.flush()
+    journal.close()
+    with pytest.raises(CorruptLogError, match="log ends at offset 0 but the journal's next batch for it starts at 5"):
+        CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert journal_file(tmp_path).stat().st_size > 0, "nothing is thrown away"
