@@ -46,6 +46,10 @@ from storage.history import history_dir_for, prune_history
 from storage.layout import COORDINATOR_TOPIC
 from storage.maintenance import Job
 
+#: How long the event loop waits for a coordinator log sync (one fsync of its journal file)
+#: before going back to other work: see ``GroupCommit.wait_seconds``.
+SYNC_WAIT_SECONDS = 0.002
+
 log = logging.getLogger("kcoord.groups")
 
 OFFSET_COMMIT = 8
@@ -149,6 +153,7 @@ class GroupService:
             coordinator_log, durable=durable,
             timeout=commit_timeout_ms / 1000 if commit_timeout_ms is not None else None,
             on_failure=self._sync_failed, fsync_seconds=self.fsync_seconds, name=COORDINATOR_TOPIC,
+            wait_seconds=SYNC_WAIT_SECONDS,
         )
 
     @classmethod
@@ -546,8 +551,10 @@ class GroupService:
         The timers stop first: nothing may change the state between the snapshot and the close.
         """
         self.timers.stop()
-        if self.durable:
-            await self.commit.sync_now()
+        if self.durable and await self.commit.sync_now():
+            # The segments alone hold everything after a clean stop (storage.wal): a reader of
+            # the data directory, or an older kcoord, needs nothing from the journal.
+            await trio.to_thread.run_sync(self.log.checkpoint)
         if self._snapshotting is not None:  # one being written by the snapshot task: let it finish
             await self._snapshotting.wait()
         if self._records_since_snapshot and not self.stopped:

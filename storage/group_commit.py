@@ -13,6 +13,10 @@ waits here on N:
 - when a sync returns, waiting replies whose number it covers are released in the order
   they were queued; a reply whose number is already durable is released at once and
   never queued;
+- with ``wait_seconds`` (the coordinator's logs, whose sync is one fsync of a journal
+  file) the flusher task hands each sync to the thread and waits for it on the spot, up
+  to that long, instead of being woken through trio when it ends; a longer sync is left
+  to finish in the background like the other kind (see ``_waiting_flusher``);
 - with ``durable=False`` (``log.flush.policy=os``) nothing waits and nothing is fsynced;
 - with a ``timeout``, a waiter that carries an ``on_timeout`` callable and is still not
   released after that many seconds gets ``reply.frame = on_timeout(reply, context)`` and
@@ -95,6 +99,7 @@ class GroupCommit:
         on_failure: Callable[[OSError], None] = _reraise,
         fsync_seconds: Observer | None = None,
         name: str = "log",
+        wait_seconds: float = 0.0,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
@@ -104,6 +109,7 @@ class GroupCommit:
         self.on_failure = on_failure
         self.fsync_seconds = fsync_seconds
         self.name = name
+        self.wait_seconds = wait_seconds
         #: The highest append number known durable (with durable=False: nothing is awaited).
         self.durable_seq = 0
         #: fsync rounds run, waiters answered with their timeout reply, and the failure, if any.
@@ -115,6 +121,7 @@ class GroupCommit:
         self._waiting: deque[tuple[int, Reply]] = deque()
         self._timed: deque[tuple[float, Reply, TimeoutReply, Any]] = deque()
         self._clock: trio.abc.Clock | None = None
+        self._wake: trio.Event | None = None  # the waiting flusher, idle until an append
 
     # --- the event loop's side: called for every request -------------------------------------
 
@@ -122,6 +129,10 @@ class GroupCommit:
         """Appends were made: make sure a sync is due (one is enough for any number)."""
         if not self._flush_needed.is_set():
             self._flush_needed.set()
+            wake = self._wake
+            if wake is not None:
+                self._wake = None
+                wake.set()
 
     def reply_when_durable(
         self, seq: int, reply: Reply, on_timeout: TimeoutReply | None = None, context: Any = None
@@ -148,7 +159,7 @@ class GroupCommit:
         self._clock = trio.lowlevel.current_clock()
         async with trio.open_nursery() as nursery:
             if self.durable:
-                nursery.start_soon(self._flusher)
+                nursery.start_soon(self._waiting_flusher if self.wait_seconds > 0 else self._flusher)
                 if self.timeout is not None:
                     nursery.start_soon(self._expirer, self.timeout)
             task_status.started()
@@ -172,6 +183,43 @@ class GroupCommit:
                 if isinstance(result, BaseException):
                     raise result
                 self._synced(*result)
+        finally:
+            thread.stop()
+
+    async def _waiting_flusher(self) -> None:
+        """Hand each sync to the thread and wait for it right there, up to ``wait_seconds``.
+
+        For a log whose sync is one short fsync (the coordinator's journal) this is cheaper
+        than going back to the event loop: the replies wait for the fsync anyway, and a
+        result handed over directly costs two thread wake-ups instead of a trip through
+        trio's wake-up socket and a new scheduling round. Requests that arrive meanwhile are
+        read right after it and share the next sync. A sync still running after
+        ``wait_seconds`` is left to finish in the background and delivered like any other
+        thread's result, so a stuck disk never stops the event loop (and the commit
+        timeout still fires); after such a sync the next ones are not waited for until one
+        is quick again.
+        """
+        thread = _HandOffThread(self)
+        thread.start()
+        needed = self._flush_needed
+        wait = self.wait_seconds
+        try:
+            while True:
+                if not needed.is_set():
+                    self._wake = wake = trio.Event()
+                    await wake.wait()
+                needed.clear()
+                result = thread.sync(wait)
+                if result is None:
+                    result = await thread.next_result()
+                if isinstance(result, OSError):
+                    self._sync_failed(result)
+                    return
+                if isinstance(result, BaseException):
+                    raise result
+                self._synced(*result)
+                wait = self.wait_seconds if result[1] <= self.wait_seconds else 0.0
+                await trio.lowlevel.checkpoint()  # read what arrived meanwhile before the next sync
         finally:
             thread.stop()
 
@@ -285,4 +333,81 @@ class _SyncThread:
             except trio.RunFinishedError:
                 return
             if isinstance(result, BaseException):
+                return
+
+
+class _HandOffThread:
+    """The waiting flusher's thread: one sync per request, its result handed back directly
+    to a caller still waiting for it, or through trio once the caller stopped waiting."""
+
+    def __init__(self, commit: GroupCommit) -> None:
+        self._commit = commit
+        self._token = trio.lowlevel.current_trio_token()
+        self._cond = threading.Condition()
+        self._requested = False
+        self._stopped = False
+        self._caller_waiting = False
+        self._handed: tuple[int, float] | BaseException | None = None
+        self._late: tuple[int, float] | BaseException | None = None
+        self._arrived = trio.Event()
+        self._thread = threading.Thread(target=self._run, name=f"kcoord-sync-{commit.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Let the thread end after the sync it may be in (it is never waited for)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def sync(self, wait: float) -> tuple[int, float] | BaseException | None:
+        """Start a sync and wait up to ``wait`` seconds for it; None: it goes on (``next_result``)."""
+        with self._cond:
+            self._requested = True
+            self._handed = None
+            self._arrived = trio.Event()
+            self._cond.notify_all()
+            if wait <= 0:
+                return None
+            self._caller_waiting = True
+            try:
+                self._cond.wait_for(lambda: self._handed is not None, timeout=wait)
+            finally:
+                self._caller_waiting = False
+            handed, self._handed = self._handed, None
+            return handed
+
+    async def next_result(self) -> tuple[int, float] | BaseException:
+        """The result of the sync ``sync`` stopped waiting for."""
+        await self._arrived.wait()
+        late, self._late = self._late, None
+        assert late is not None
+        return late
+
+    def _deliver(self, result: tuple[int, float] | BaseException) -> None:  # on the event loop
+        self._late = result
+        self._arrived.set()
+
+    def _run(self) -> None:  # in the thread
+        cond = self._cond
+        while True:
+            with cond:
+                cond.wait_for(lambda: self._requested or self._stopped)
+                if self._stopped:
+                    return
+                self._requested = False
+            result: tuple[int, float] | BaseException
+            try:
+                result = self._commit._timed_sync()
+            except BaseException as exc:  # handed to the flusher task, which decides
+                result = exc
+            with cond:
+                if self._caller_waiting:
+                    self._handed = result
+                    cond.notify_all()
+                    continue
+            try:
+                self._token.run_sync_soon(self._deliver, result)
+            except trio.RunFinishedError:
                 return

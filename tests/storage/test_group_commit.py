@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 from broker.slots import Slot
+from storage import group_commit
 from storage.faultfs import FaultyFileSystem
 from storage.group_commit import GroupCommit
 from storage.journal import Journal
@@ -31,6 +32,7 @@ class Disk:
         self.journal = Journal()
         self.logs = [PartitionLog.open(root / f"t-{p}", 1 << 20, fs=self.fs) for p in range(2)]
         self.fsyncs = 0
+        self.wait_seconds = 0.0
         self.entered = threading.Event()
         self._permits = threading.Semaphore(0)
         self._held = False
@@ -67,9 +69,12 @@ class Disk:
             log.close()
 
 
-@pytest.fixture
-def disk(tmp_path: Path) -> Any:
+@pytest.fixture(params=[0.0, 0.002], ids=["thread", "waiting"])
+def disk(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """Every test runs with both flushers: the free-running thread, and the one the event
+    loop waits on (``wait_seconds``, the coordinator's), which a held fsync outlasts."""
     d = Disk(tmp_path)
+    d.wait_seconds = request.param
     yield d
     d.close()
 
@@ -93,7 +98,7 @@ async def thread_entered(event: threading.Event) -> None:
 
 
 async def test_replies_wait_for_their_fsync_and_are_released_in_order(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal)
+    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         disk.hold()
@@ -123,7 +128,7 @@ async def test_replies_wait_for_their_fsync_and_are_released_in_order(disk: Disk
 
 
 async def test_appends_made_during_an_fsync_share_the_next_one(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal)
+    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         disk.hold()
@@ -147,7 +152,7 @@ async def test_appends_made_during_an_fsync_share_the_next_one(disk: Disk) -> No
 
 
 async def test_a_reply_already_durable_is_released_at_once(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal)
+    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         seq = disk.append()
@@ -164,7 +169,7 @@ async def test_a_reply_already_durable_is_released_at_once(disk: Disk) -> None:
 
 
 async def test_with_the_os_flush_policy_nothing_waits_and_nothing_is_fsynced(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal, durable=False)
+    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds, durable=False)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         for n in range(10):
@@ -184,7 +189,7 @@ def timed_out(slot: Slot, context: Any) -> bytes:
 async def test_a_write_not_durable_within_the_timeout_gets_its_timeout_reply(
     disk: Disk, mock_clock: trio.testing.MockClock
 ) -> None:
-    commit = GroupCommit(disk.journal, timeout=5.0)
+    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds, timeout=5.0)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         disk.hold()
@@ -218,7 +223,7 @@ async def test_a_write_not_durable_within_the_timeout_gets_its_timeout_reply(
 
 async def test_a_failed_fsync_is_fatal_and_releases_nothing(disk: Disk) -> None:
     failures: list[OSError] = []
-    commit = GroupCommit(disk.journal, on_failure=failures.append)
+    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds, on_failure=failures.append)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         ok = reply(0)
@@ -245,7 +250,7 @@ async def test_a_failed_fsync_is_fatal_and_releases_nothing(disk: Disk) -> None:
 
 
 async def test_by_default_a_failed_fsync_propagates(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal)
+    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
     disk.fs.fail("fsync", errno=errno.ENOSPC)
     with pytest.raises(ExceptionGroup) as info:
         async with trio.open_nursery() as nursery:
@@ -254,6 +259,56 @@ async def test_by_default_a_failed_fsync_propagates(disk: Disk) -> None:
             commit.appended()
             await trio.sleep_forever()
     assert info.group_contains(OSError, match="No space left")
+
+
+async def test_a_quick_sync_is_handed_straight_back_to_the_waiting_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unit: while syncs finish within ``wait_seconds``, no result goes through trio's wake-up."""
+    through_trio: list[object] = []
+    deliver = group_commit._HandOffThread._deliver
+    monkeypatch.setattr(group_commit._HandOffThread, "_deliver",
+                        lambda self, result: (through_trio.append(result), deliver(self, result)))
+    disk = Disk(tmp_path)
+    try:
+        commit = GroupCommit(disk.journal, wait_seconds=30.0)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(commit.run)
+            for n in range(20):
+                r = reply(n)
+                commit.reply_when_durable(disk.append(n % 2), r)
+                commit.appended()
+                await eventually(r.event.is_set)
+            assert commit.syncs == 20 and through_trio == []
+            nursery.cancel_scope.cancel()
+    finally:
+        disk.close()
+
+
+async def test_a_sync_outlasting_the_wait_leaves_the_loop_free(tmp_path: Path) -> None:
+    """A stuck fsync stops the waiting flusher only for ``wait_seconds``: other tasks run, the
+    result comes through trio, and the next sync is not waited for until one is quick."""
+    disk = Disk(tmp_path)
+    try:
+        commit = GroupCommit(disk.journal, wait_seconds=0.05)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(commit.run)
+            disk.hold()
+            first = reply(0)
+            commit.reply_when_durable(disk.append(), first)
+            commit.appended()
+            await thread_entered(disk.entered)
+            ticks = 0
+            for _ in range(50):  # the loop turns while the fsync is held
+                await trio.sleep(0)
+                ticks += 1
+            assert ticks == 50 and not first.event.is_set()
+            disk.release()
+            await eventually(first.event.is_set)
+            assert commit.durable_seq == 1
+            nursery.cancel_scope.cancel()
+    finally:
+        disk.close()
 
 
 def test_a_log_closed_since_it_was_written_is_skipped_by_the_sync(tmp_path: Path) -> None:
