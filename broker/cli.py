@@ -78,7 +78,7 @@ def serve_command(args: argparse.Namespace) -> int:
     """
     import trio
 
-    from broker.heap import keep_large_buffers
+    from broker.heap import collect_young_objects_less_often, keep_large_buffers
     from broker.listeners import parse_listeners, server_ssl_context
     from broker.server import ListenError, lock_data_dir, parse_listen, run_server
     from storage.coordinator_log import PartitionCountError
@@ -110,6 +110,7 @@ def serve_command(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         return _fail(f"configuration error: {exc}", 2)
     keep_large_buffers()
+    collect_young_objects_less_often()
     try:
         prepare(args.data_dir)
         with lock_data_dir(args.data_dir):

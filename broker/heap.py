@@ -1,4 +1,9 @@
-"""How the C heap treats the broker's large buffers: set once, as ``kcoord serve`` starts.
+"""How the broker's memory is managed: set once, as ``kcoord serve`` starts.
+
+Two settings: the C heap's thresholds for large buffers (``keep_large_buffers``), and how
+often Python's cyclic collector walks young objects (``collect_young_objects_less_often``).
+
+**The C heap.**
 
 A Fetch reply is a few large buffers (the records read from each partition, then the
 encoded frame, up to ``fetch.max.bytes``). With glibc's defaults every buffer above the
@@ -18,12 +23,16 @@ the operator set any ``MALLOC_*`` tunable in the environment: theirs wins.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import platform
 from collections.abc import Mapping
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_large_buffers"]
+__all__ = [
+    "MMAP_THRESHOLD", "TRIM_THRESHOLD", "YOUNG_COLLECTION_THRESHOLD", "collect_young_objects_less_often",
+    "keep_large_buffers",
+]
 
 log = logging.getLogger("kcoord.broker")
 
@@ -31,6 +40,10 @@ log = logging.getLogger("kcoord.broker")
 MMAP_THRESHOLD = 32 << 20
 #: Free memory the heap keeps at its top instead of returning it: two large replies' worth.
 TRIM_THRESHOLD = 64 << 20
+
+#: Allocations (less frees) of container objects between two walks of the youngest
+#: generation; Python's default is 700.
+YOUNG_COLLECTION_THRESHOLD = 20_000
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -47,3 +60,17 @@ def keep_large_buffers(environ: Mapping[str, str] = os.environ) -> bool:
         log.debug("mallopt refused the heap thresholds; the C library's defaults stay")
         return False
     return True
+
+
+def collect_young_objects_less_often() -> None:
+    """Walk the youngest generation after 20,000 allocations instead of 700.
+
+    A request's decoded body, its records and its reply are a few objects per partition,
+    which all die when the reply is sent; reference counting frees them, and the cyclic
+    collector finds nothing among them. With the default threshold a 100-partition
+    OffsetCommit set off a walk of the youngest generation several times over, each one
+    visiting the request's live objects: about a sixth of the broker's CPU for such a
+    commit. The older generations' thresholds stay as they are.
+    """
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, oldest)

@@ -27,7 +27,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector as PrometheusCollector
 
@@ -174,11 +174,13 @@ class _Adapter(PrometheusCollector):
 
 def registry(families: Callable[[], Iterable[Family]], *, process: bool = True) -> CollectorRegistry:
     """A prometheus-client registry of kcoord's families (read at every scrape) and, with
-    ``process``, the standard ``process_*`` metrics (CPU, memory, open files) of this process."""
+    ``process``, the standard ``process_*`` metrics (CPU, memory, open files) and
+    ``python_gc_*`` metrics (the cyclic collector's runs) of this process."""
     found = CollectorRegistry(auto_describe=False)
     found.register(_Adapter(families))
     if process:
         ProcessCollector(registry=found)
+        GCCollector(registry=found)
     return found
 
 

@@ -209,8 +209,8 @@ def _documented_metrics(cluster: bool) -> set[str]:
     start = text.index("### A cluster node")
     end = text.find("\n#", start + 1)
     section = text[start:end if end != -1 else len(text)]
-    names = set(re.findall(r"^\| `((?:kcoord|process)_\w+)`", section, re.M))
-    return names if cluster else set(re.findall(r"^\| `((?:kcoord|process)_\w+)`", text, re.M)) - names
+    names = set(re.findall(r"^\| `((?:kcoord|process|python)_\w+)`", section, re.M))
+    return names if cluster else set(re.findall(r"^\| `((?:kcoord|process|python)_\w+)`", text, re.M)) - names
 
 
 def test_monitoring_doc_lists_every_metric() -> None:
