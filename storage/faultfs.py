@@ -221,13 +221,13 @@ class FaultyFileSystem(FileSystem):
 
     # --- FileSystem -------------------------------------------------------------------------------
 
-    def open(self, path: Path, *, create: bool = False) -> FaultyFile:
+    def open(self, path: Path, *, create: bool = False, append: bool = True) -> FaultyFile:
         path = Path(path)
         self._enter("create" if create else "open", path)
         with self._lock:
             state = self._directory(path.parent)  # before the file exists, if it is new
             node = None if create else self._node(path)
-        inner = self.base.open(path, create=create)
+        inner = self.base.open(path, create=create, append=append)
         if create and state is not None:
             node = _Node(False)
             with self._lock:
@@ -323,16 +323,27 @@ class FaultyFile(File):
         self._fs._enter("pread", self.path)
         return self.inner.pread(length, offset)
 
+    def pwrite(self, data: Buffer, offset: int) -> int:
+        self._fs._enter("write", self.path)
+        return self.inner.pwrite(data, offset)
+
     def fsync(self) -> None:
+        self._sync(self.inner.fsync)
+
+    def datasync(self) -> None:
+        """Modelled as an fsync (and gated as one): the contents become durable."""
+        self._sync(self.inner.datasync)
+
+    def _sync(self, sync: Callable[[], None]) -> None:
         self._fs._enter("fsync", self.path)
         node = self.node
         if node is None:
-            self.inner.fsync()
+            sync()
             return
         # What was written before the fsync began is what it guarantees; a write racing
         # with it may or may not be included, so the model leaves it out.
         contents = self.inner.pread(self.inner.size(), 0)
-        self.inner.fsync()
+        sync()
         with self._fs._lock:
             node.durable = contents
 

@@ -48,8 +48,18 @@ class File(ABC):
         """Up to ``length`` bytes at ``offset`` (fewer at the end of the file)."""
 
     @abstractmethod
+    def pwrite(self, data: Buffer, offset: int) -> int:
+        """Write ``data`` at ``offset`` with one call (a file opened with ``append=False``);
+        returns the bytes written (may be short)."""
+
+    @abstractmethod
     def fsync(self) -> None:
         """Make everything written so far durable."""
+
+    @abstractmethod
+    def datasync(self) -> None:
+        """Make everything written so far durable, without the timestamps (``fdatasync``):
+        cheaper than ``fsync`` when the writes did not change the file's size."""
 
     @abstractmethod
     def truncate(self, size: int) -> None:
@@ -76,8 +86,9 @@ class FileSystem(ABC):
     """The operations storage needs; paths are ``pathlib.Path``."""
 
     @abstractmethod
-    def open(self, path: Path, *, create: bool = False) -> File:
-        """Open for reading and appending; ``create`` makes a new file and fails if it exists."""
+    def open(self, path: Path, *, create: bool = False, append: bool = True) -> File:
+        """Open for reading and appending (or, with ``append=False``, writing at positions with
+        ``pwrite``); ``create`` makes a new file and fails if it exists."""
 
     @abstractmethod
     def read_bytes(self, path: Path) -> bytes: ...
@@ -166,7 +177,7 @@ class FileSystem(ABC):
 
 
 class RealFile(File):
-    """An ``os`` file descriptor opened with O_APPEND; closed when dropped, if not before."""
+    """An ``os`` file descriptor (opened with O_APPEND unless asked not to); closed when dropped, if not before."""
 
     __slots__ = ("fd", "path")
 
@@ -189,6 +200,18 @@ class RealFile(File):
     def fsync(self) -> None:
         try:
             os.fsync(self.fd)
+        except OSError as exc:
+            raise located(exc, self.path) from None
+
+    def datasync(self) -> None:
+        try:
+            os.fdatasync(self.fd)
+        except OSError as exc:
+            raise located(exc, self.path) from None
+
+    def pwrite(self, data: Buffer, offset: int) -> int:
+        try:
+            return os.pwrite(self.fd, data, offset)
         except OSError as exc:
             raise located(exc, self.path) from None
 
@@ -229,8 +252,8 @@ class RealFile(File):
 class RealFileSystem(FileSystem):
     """The operating system's files, through ``os``."""
 
-    def open(self, path: Path, *, create: bool = False) -> RealFile:
-        flags = os.O_RDWR | os.O_APPEND
+    def open(self, path: Path, *, create: bool = False, append: bool = True) -> RealFile:
+        flags = os.O_RDWR | (os.O_APPEND if append else 0)
         if create:
             flags |= os.O_CREAT | os.O_EXCL
         return RealFile(Path(path), os.open(path, flags, 0o644))

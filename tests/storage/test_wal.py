@@ -16,12 +16,21 @@ from protocol.consumer_offsets import partition_for
 from protocol.records import encode_key_value_batch
 from storage.coordinator_log import CoordinatorLog
 from storage.faultfs import MUTATIONS, Fault, FaultyFileSystem
+from storage.fs import REAL_FS
 from storage.layout import journal_file
 from storage.partition import CorruptLogError
-from storage.wal import WriteAheadJournal
+from storage.wal import DATA_START, WriteAheadJournal
 
 PARTITIONS = 4
 GROUPS = [f"group-{i}" for i in range(12)]
+
+
+def journal_entries(root: Path) -> list[tuple[int, bytes]]:
+    journal = WriteAheadJournal(REAL_FS, journal_file(root))
+    try:
+        return journal.read()
+    finally:
+        journal.close()
 
 
 def by_partition(log: CoordinatorLog) -> dict[int, list[tuple[bytes, bytes | None]]]:
@@ -65,7 +74,7 @@ def test_a_sync_fsyncs_the_journal_alone_and_a_power_cut_keeps_every_synced_batc
     assert all(s.stat().st_size == 0 for s in segments), "the segments themselves were never fsynced"
     reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
     assert by_partition(reopened) == expected
-    assert journal_file(tmp_path).stat().st_size == 0, "recovery ends with a checkpoint"
+    assert journal_entries(tmp_path) == [], "recovery ends with a checkpoint"
     reopened.close()
     again = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
     assert by_partition(again) == expected
@@ -79,10 +88,11 @@ def test_a_crash_at_every_change_keeps_what_was_synced_and_a_prefix_of_the_rest(
     counting = FaultyFileSystem(tmp_path / "count")
     (tmp_path / "count").mkdir()
     steps = counting.inject(Fault(MUTATIONS, times=0))
-    resets = counting.inject(Fault("truncate", path=".journal", times=0))
     complete = Workload()
     complete.run(tmp_path / "count", counting)
-    assert steps.seen > 60 and resets.seen >= 3, "the crash points cover several checkpoints"
+    journal = WriteAheadJournal(REAL_FS, journal_file(tmp_path / "count"))
+    assert steps.seen > 60 and journal.generation >= 4, "the crash points cover several checkpoints"
+    journal.close()
     for step in range(1, steps.seen + 1):
         root = tmp_path / f"crash-{step:04d}"
         root.mkdir()
@@ -138,23 +148,80 @@ def test_a_dropped_partition_does_not_come_back_from_the_journal(tmp_path: Path)
     reopened.close()
 
 
-def test_a_torn_journal_tail_is_cut_and_the_entries_before_it_kept(tmp_path: Path) -> None:
+def test_a_torn_last_entry_ends_the_journal_and_the_entries_before_it_are_kept(tmp_path: Path) -> None:
     fs = FaultyFileSystem(tmp_path)
     log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20, fs=fs)
+    appended: list[tuple[int, tuple[bytes, bytes]]] = []
     for i, group in enumerate(GROUPS[:6]):
-        log.append(group, [(group.encode(), b"v%d" % i)], i)
+        record = (group.encode(), b"v%d" % i)
+        log.append(group, [record], i)
+        appended.append((partition_for(group, PARTITIONS), record))
     log.sync()
-    expected = by_partition(log)
     log.close()
     fs.crash()
-    path = journal_file(tmp_path)
-    whole = path.stat().st_size
-    with path.open("ab") as f:
-        f.write(b"\x00\x00\x01\x00garbage")  # an entry whose write the crash cut short
+    entries = journal_entries(tmp_path)
+    assert len(entries) == 6
+    end = DATA_START + sum(16 + len(batch) for _, batch in entries)
+    with journal_file(tmp_path).open("r+b") as f:  # the last entry's write cut short
+        f.seek(end - 3)
+        f.write(b"\x00\x00\x00")
     reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    expected: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(PARTITIONS)}
+    for partition, record in appended[:-1]:
+        expected[partition].append(record)
     assert by_partition(reopened) == expected
-    assert whole > 0 and path.stat().st_size == 0
+    reopened.append(GROUPS[0], [(b"after", b"1")], 1)
+    reopened.sync()
     reopened.close()
+    again = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    expected[partition_for(GROUPS[0], PARTITIONS)].append((b"after", b"1"))
+    assert by_partition(again) == expected
+    again.close()
+
+
+def test_entries_of_an_older_generation_end_the_journal(tmp_path: Path) -> None:
+    """A reset only starts a new generation; what the old one left on disk is not read."""
+    journal = WriteAheadJournal(REAL_FS, journal_file(tmp_path))
+    for n in range(3):
+        journal.add(n, encode_key_value_batch([(b"old", b"%d" % n)], base_offset=n, base_timestamp=1))
+    journal.flush()
+    journal.reset()
+    journal.add(0, encode_key_value_batch([(b"new", b"0")], base_offset=0, base_timestamp=1))
+    journal.flush()
+    journal.close()
+    again = WriteAheadJournal(REAL_FS, journal_file(tmp_path))
+    assert [partition for partition, _ in again.read()] == [0] and again.generation == 2
+    again.close()
+
+
+def test_a_torn_header_falls_back_to_the_other_slot(tmp_path: Path) -> None:
+    journal = WriteAheadJournal(REAL_FS, journal_file(tmp_path))
+    journal.reset()  # generation 2, in slot 0; generation 1 stays in slot 512
+    journal.close()
+    with journal_file(tmp_path).open("r+b") as f:
+        f.seek(5)
+        f.write(b"\xff")
+    again = WriteAheadJournal(REAL_FS, journal_file(tmp_path))
+    assert again.generation == 1
+    again.close()
+
+
+def test_a_flush_changes_no_file_size_until_the_space_runs_out(tmp_path: Path) -> None:
+    """The space is written ahead, so a flush's sync has no size to commit."""
+    journal = WriteAheadJournal(REAL_FS, journal_file(tmp_path))
+    path = journal_file(tmp_path)
+    allocated = path.stat().st_size
+    batch = encode_key_value_batch([(b"k", b"v" * 100)], base_offset=0, base_timestamp=1)
+    written = 0
+    while written + 16 + len(batch) <= allocated - DATA_START:
+        journal.add(0, batch)
+        journal.flush()
+        written += 16 + len(batch)
+        assert path.stat().st_size == allocated
+    journal.add(0, batch)
+    journal.flush()
+    assert path.stat().st_size >= 2 * allocated - DATA_START, "grown ahead by doubling"
+    journal.close()
 
 
 def test_a_journal_entry_past_a_gap_refuses_to_start(tmp_path: Path) -> None:
@@ -165,4 +232,4 @@ def test_a_journal_entry_past_a_gap_refuses_to_start(tmp_path: Path) -> None:
     journal.close()
     with pytest.raises(CorruptLogError, match="log ends at offset 0 but the journal's next batch for it starts at 5"):
         CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
-    assert journal_file(tmp_path).stat().st_size > 0, "nothing is thrown away"
+    assert len(journal_entries(tmp_path)) == 1, "nothing is thrown away"
