@@ -152,9 +152,10 @@ class CoordinatorLog:
         overlaps the log's end, means the segments lost what a checkpoint had made durable:
         refuse to start rather than serve a log with a hole in it.
         """
-        entries = self._wal.read()
         restored = 0
-        for partition, batch in entries:
+
+        def lay_back(partition: int, batch: memoryview) -> None:
+            nonlocal restored
             if not 0 <= partition < self.partitions:
                 raise CorruptLogError(f"{self._wal.path}: entry for partition {partition}, but the log has "
                                       f"{self.partitions}")
@@ -165,18 +166,20 @@ class CoordinatorLog:
             plog = self._writable(partition)
             end = plog.next_offset
             if header.next_offset <= end:
-                continue
+                return
             if header.base_offset != end:
                 raise CorruptLogError(
                     f"{plog.directory}: log ends at offset {end} but the journal's next batch for it "
                     f"starts at {header.base_offset}"
                 )
-            plog.append_replicated(batch)
+            plog.append_replicated(bytes(batch))
             restored += 1
+
+        entries = self._wal.read(lay_back)
         if restored:
             log.warning("%s: %d batches the segments had lost were restored from %s", self.topic, restored,
                         self._wal.path.name)
-        if entries or self._wal.size:
+        if entries:
             self.checkpoint()
 
     def _existing_partitions(self) -> set[int]:
@@ -277,13 +280,26 @@ class CoordinatorLog:
         return durable
 
     def checkpoint(self) -> None:
-        """fsync every partition's segments, then empty the journal (blocking; appends wait).
+        """fsync every partition's segments, then empty the journal (blocking).
+
+        The segments are fsynced once while appends carry on, then again, with appends
+        held, for what was appended meanwhile; only then does the journal start over.
 
         After it the segments alone hold everything appended, durably. Run when the journal
         has grown, at start-up after recovery, and before a partition is cut back or dropped
         (its older entries must not come back at the next start).
         """
         with self._lock:
+            if self._closed or self._wal.size == 0:
+                return
+            logs = list(self._logs.values())
+        for plog in logs:  # the bulk of the fsyncs, while appends carry on
+            try:
+                plog.flush()
+            except ValueError:
+                if not plog.closed:
+                    raise
+        with self._lock:  # then only what was appended meanwhile, with appends held
             if self._closed or self._wal.size == 0:
                 return
             for plog in self._logs.values():

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
@@ -53,6 +54,7 @@ _ENTRY = struct.Struct(">IIII")  # length, crc, generation, partition
 _ENTRY_AFTER_LENGTH = _ENTRY.size - 4
 GROW_MIN = 64 << 10
 GROW_MAX = 8 << 20
+READ_CHUNK = 8 << 20
 _ZEROS = bytes(1 << 20)
 
 
@@ -138,27 +140,49 @@ class WriteAheadJournal:
             self._position = DATA_START
             self._size = 0
 
-    def read(self) -> list[tuple[int, bytes]]:
-        """Every entry of the current generation, in order; the next flush writes after them."""
+    def read(self, each: Callable[[int, memoryview], None]) -> int:
+        """Call ``each(partition, batch)`` for every entry of the current generation, in order,
+        reading ``READ_CHUNK`` bytes at a time (a full journal is never all in memory; the
+        batch is a view into the chunk). Returns how many; the next flush writes after them."""
         with self._flush_lock, self._lock:
-            if self._allocated <= DATA_START:
-                return []
-            data = self._file.pread(self._allocated - DATA_START, DATA_START)
             generation = self._generation & 0xFFFFFFFF
-            entries: list[tuple[int, bytes]] = []
-            pos = 0
-            while pos + _ENTRY.size <= len(data):
-                length, crc, entry_generation, partition = _ENTRY.unpack_from(data, pos)
+            consumed = 0  # bytes of whole entries so far, from DATA_START
+            chunk = memoryview(b"")
+            chunk_at = DATA_START  # the file offset of chunk[0]
+            count = 0
+
+            def holding(pos: int, need: int) -> int:
+                """``chunk`` re-read from the entry at ``pos`` if it lacks ``need`` bytes there; the entry's
+                new index in it (or -1 where the file ends first)."""
+                nonlocal chunk, chunk_at
+                if pos + need <= len(chunk):
+                    return pos
+                start = DATA_START + consumed
+                if start + need > self._allocated:
+                    return -1
+                chunk = memoryview(self._file.pread(min(max(READ_CHUNK, need), self._allocated - start), start))
+                chunk_at = start
+                return 0 if need <= len(chunk) else -1
+
+            while True:
+                pos = holding(DATA_START + consumed - chunk_at, _ENTRY.size)
+                if pos < 0:
+                    break
+                length, crc, entry_generation, partition = _ENTRY.unpack_from(chunk, pos)
+                if length < _ENTRY_AFTER_LENGTH or entry_generation != generation:
+                    break
+                pos = holding(pos, 4 + length)
+                if pos < 0:
+                    break
                 end = pos + 4 + length
-                if length < _ENTRY_AFTER_LENGTH or end > len(data) or entry_generation != generation:
+                if crc32c.crc32c(chunk[pos + 8 : end]) != crc:
                     break
-                if crc32c.crc32c(data[pos + 8 : end]) != crc:
-                    break
-                entries.append((partition, data[pos + _ENTRY.size : end]))
-                pos = end
-            self._position = DATA_START + pos
-            self._size = pos
-            return entries
+                each(partition, chunk[pos + _ENTRY.size : end])
+                consumed += 4 + length
+                count += 1
+            self._position = DATA_START + consumed
+            self._size = consumed
+            return count
 
     def close(self) -> None:
         self._file.close()

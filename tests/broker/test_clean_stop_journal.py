@@ -27,8 +27,10 @@ from storage.wal import WriteAheadJournal
 
 def journal_entries(root: Path) -> list[tuple[int, bytes]]:
     journal = WriteAheadJournal(REAL_FS, journal_file(root))
+    got: list[tuple[int, bytes]] = []
     try:
-        return journal.read()
+        journal.read(lambda partition, batch: got.append((partition, bytes(batch))))
+        return got
     finally:
         journal.close()
 
