@@ -175,14 +175,8 @@ class GroupCommit:
         thread = _SyncThread(self)
         thread.start()
         try:
-            while True:
-                result = await thread.next_result()
-                if isinstance(result, OSError):
-                    self._sync_failed(result)
-                    return
-                if isinstance(result, BaseException):
-                    raise result
-                self._synced(*result)
+            while self._took(await thread.next_result()):
+                pass
         finally:
             thread.stop()
 
@@ -212,16 +206,24 @@ class GroupCommit:
                 result = thread.sync(wait)
                 if result is None:
                     result = await thread.next_result()
-                if isinstance(result, OSError):
-                    self._sync_failed(result)
+                if not self._took(result):
                     return
-                if isinstance(result, BaseException):
-                    raise result
-                self._synced(*result)
+                assert not isinstance(result, BaseException)
                 wait = self.wait_seconds if result[1] <= self.wait_seconds else 0.0
                 await trio.lowlevel.checkpoint()  # read what arrived meanwhile before the next sync
         finally:
             thread.stop()
+
+    def _took(self, result: tuple[int, float] | BaseException) -> bool:
+        """A thread's sync result: release what it made durable (True), or fail (False: the
+        flusher stops); an exception other than ``OSError`` is raised."""
+        if isinstance(result, OSError):
+            self._sync_failed(result)
+            return False
+        if isinstance(result, BaseException):
+            raise result
+        self._synced(*result)
+        return True
 
     async def sync_now(self) -> bool:
         """Sync in a worker thread and release what became durable; False if the sync failed."""

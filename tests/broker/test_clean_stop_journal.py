@@ -20,19 +20,7 @@ from broker.router import Router
 from broker.slots import Slot
 from protocol.codec import decode_response, encode_request
 from protocol.records import iter_batches
-from storage.fs import REAL_FS
-from storage.layout import journal_file
-from storage.wal import WriteAheadJournal
-
-
-def journal_entries(root: Path) -> list[tuple[int, bytes]]:
-    journal = WriteAheadJournal(REAL_FS, journal_file(root))
-    got: list[tuple[int, bytes]] = []
-    try:
-        journal.read(lambda partition, batch: got.append((partition, bytes(batch))))
-        return got
-    finally:
-        journal.close()
+from tests.support.journal import journal_entries
 
 
 class OnePartition:

@@ -8,7 +8,6 @@ Chromium the browser tests skip and say so.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,10 +48,8 @@ class Console:
 def start_console(data_dir: Path, extra: list[str] | None = None) -> Console:
     proc = BrokerProcess(data_dir, sets={"group.initial.rebalance.delay.ms": 0}, command="kcoord",
                          extra_args=["--http-listen", "127.0.0.1:0", *(extra or [])]).start()
-    line = proc.wait_for_log(r"kcoord http on 127\.0\.0\.1:\d+")
-    match = re.search(r"kcoord http on (127\.0\.0\.1:\d+)", line)
-    assert match is not None
-    return Console(proc, f"http://{match.group(1)}")
+    url = proc.http_url()
+    return Console(proc, url)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ describe (docs/console.md).
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,10 +61,8 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureConsole]:
     broker = BrokerProcess(tmp / "data", settings, command="kcoord",
                            extra_args=["--http-listen", "127.0.0.1:0"]).start()
     try:
-        line = broker.wait_for_log(r"kcoord http on 127\.0\.0\.1:\d+")
-        match = re.search(r"kcoord http on (127\.0\.0\.1:\d+)", line)
-        assert match is not None
-        console = SecureConsole(broker, certs, f"http://{match.group(1)}")
+        url = broker.http_url()
+        console = SecureConsole(broker, certs, url)
         with console.admin() as admin:
             admin.create_topics([("ledger", 1, 1, {})])
             for group in ("alice-app", "payroll"):

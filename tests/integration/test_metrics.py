@@ -40,10 +40,8 @@ def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
         extra_args=["--metrics-listen", "127.0.0.1:0", "--log-format", "json", "--request-log"],
     ).start()
     try:
-        line = proc.wait_for_log(r"kcoord http on 127\.0\.0\.1:\d+")
-        match = re.search(r"kcoord http on (127\.0\.0\.1:\d+)", line)
-        assert match is not None
-        yield proc, f"http://{match.group(1)}"
+        url = proc.http_url()
+        yield proc, url
     finally:
         assert proc.stop() == 0, proc.log()
 

@@ -9,7 +9,6 @@ these commits with the default, none or one or two with the broker's setting.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,10 +30,8 @@ COMMITS = 1280
 def metered(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
     proc = BrokerProcess(tmp_path / "data", extra_args=["--metrics-listen", "127.0.0.1:0"]).start()
     try:
-        line = proc.wait_for_log(r"kcoord http on 127\.0\.0\.1:\d+")
-        match = re.search(r"kcoord http on (127\.0\.0\.1:\d+)", line)
-        assert match is not None
-        yield proc, f"http://{match.group(1)}"
+        url = proc.http_url()
+        yield proc, url
     finally:
         assert proc.stop() == 0, proc.log()
 

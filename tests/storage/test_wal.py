@@ -21,19 +21,10 @@ from storage.fs import REAL_FS
 from storage.layout import journal_file
 from storage.partition import CorruptLogError
 from storage.wal import DATA_START, WriteAheadJournal
+from tests.support.journal import journal_entries
 
 PARTITIONS = 4
 GROUPS = [f"group-{i}" for i in range(12)]
-
-
-def journal_entries(root: Path) -> list[tuple[int, bytes]]:
-    journal = WriteAheadJournal(REAL_FS, journal_file(root))
-    got: list[tuple[int, bytes]] = []
-    try:
-        journal.read(lambda partition, batch: got.append((partition, bytes(batch))))
-        return got
-    finally:
-        journal.close()
 
 
 def by_partition(log: CoordinatorLog) -> dict[int, list[tuple[bytes, bytes | None]]]:

@@ -90,6 +90,13 @@ class BrokerProcess:
         with self._lock:
             return "\n".join(self.lines)
 
+    def http_url(self) -> str:
+        """``http://host:port`` of the HTTP listener (``--http-listen`` or ``--metrics-listen``), from its log line."""
+        line = self.wait_for_log(r"kcoord http on 127\.0\.0\.1:\d+")
+        match = re.search(r"kcoord http on (127\.0\.0\.1:\d+)", line)
+        assert match is not None
+        return f"http://{match.group(1)}"
+
     def wait_for_log(self, pattern: str, timeout: float = 10.0) -> str:
         """Wait (bounded) for a log line matching ``pattern``; return it."""
         regex = re.compile(pattern)
