@@ -171,6 +171,7 @@ class GroupService:
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
             history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,
+            journal=config["log.flush.policy"] == "durable",
         )
         started = time.monotonic()
         def new_shard() -> GroupCoordinatorShard:

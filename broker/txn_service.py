@@ -156,7 +156,8 @@ class TransactionService:
         ``load=False`` (a cluster node) opens the log without replaying it: partitions are
         loaded as the node comes to lead them (``load_partition``)."""
         txn_log = CoordinatorLog(data_dir, config["transaction.state.log.num.partitions"],
-                                 config["transaction.state.log.segment.bytes"], fs=fs, topic=TRANSACTION_TOPIC)
+                                 config["transaction.state.log.segment.bytes"], fs=fs, topic=TRANSACTION_TOPIC,
+                                 journal=config["log.flush.policy"] == "durable")
         service: TransactionService | None = None
 
         def allocate() -> int:

@@ -104,6 +104,7 @@ class CoordinatorLog:
         fs: FileSystem = REAL_FS,
         topic: str = TOPIC,
         journal_bytes: int = JOURNAL_BYTES,
+        journal: bool = True,
     ) -> None:
         if partitions < 1:
             raise ValueError(f"partitions must be positive, got {partitions}")
@@ -118,13 +119,19 @@ class CoordinatorLog:
         self._logs: dict[int, PartitionLog] = {}
         self._closed = False
         self.journal_bytes = journal_bytes
+        #: Appends go through the journal file (``log.flush.policy=durable``). Without it
+        #: (``os``: nothing is synced per request) a sync fsyncs the partitions written, as
+        #: before; the journal is still read at open, so one left by a durable run is kept.
+        self.journaling = journal
         fs.make_dirs(self.data_dir)
         self._check_partition_count()
         self._wal = WriteAheadJournal(fs, journal_file(self.data_dir, topic))
+        self._recovering = True  # partitions opened now may lean on the journal (PartitionLog.journaled)
         try:
             for p in sorted(self._existing_partitions()):
                 self._logs[p] = self._open_partition(p)
             self._recover_journal()
+            self._recovering = False
         except BaseException:
             self.close()
             raise
@@ -134,15 +141,16 @@ class CoordinatorLog:
     def _open_partition(self, partition: int) -> PartitionLog:
         plog = PartitionLog.open(
             partition_dir(self.data_dir, self.topic, partition), self.segment_bytes,
-            history_dir=self.history_dir, fs=self.fs,
+            history_dir=self.history_dir, fs=self.fs, journaled=self._recovering,
         )
-        wal = self._wal
+        if self.journaling:
+            wal = self._wal
 
-        def journal(batch: bytes) -> None:
-            wal.add(partition, batch)
+            def journal(batch: bytes) -> None:
+                wal.add(partition, batch)
 
-        plog.on_write = journal
-        plog.before_cut = self.checkpoint  # a cut must not be undone by the journal's older entries
+            plog.on_write = journal
+            plog.before_cut = self.checkpoint  # a cut must not be undone by the journal's older entries
         return plog
 
     def _recover_journal(self) -> None:
@@ -153,6 +161,7 @@ class CoordinatorLog:
         refuse to start rather than serve a log with a hole in it.
         """
         restored = 0
+        laid_back: set[int] = set()
 
         def lay_back(partition: int, batch: memoryview) -> None:
             nonlocal restored
@@ -174,13 +183,25 @@ class CoordinatorLog:
                 )
             plog.append_replicated(bytes(batch))
             restored += 1
+            laid_back.add(partition)
 
         entries = self._wal.read(lay_back)
+        for partition, plog in self._logs.items():
+            if plog.cut_before_valid is not None and partition not in laid_back:
+                raise CorruptLogError(
+                    f"{plog.directory}: the last segment had corrupt data before a valid batch, cut at offset "
+                    f"{plog.cut_before_valid}, and the journal does not hold the batches from there on: "
+                    "this is not a torn tail"
+                )
         if restored:
             log.warning("%s: %d batches the segments had lost were restored from %s", self.topic, restored,
                         self._wal.path.name)
         if entries:
             self.checkpoint()
+        else:
+            # Never write on after entries found at open: a crash may have left an entry of this
+            # generation further on that the first write here would make readable again.
+            self._wal.reset()
 
     def _existing_partitions(self) -> set[int]:
         found = set()
@@ -249,7 +270,7 @@ class CoordinatorLog:
             plog = self._writable(partition)
             plog.append(records, timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
                         transactional=producer_id >= 0)
-            return self._journal.mark(self._wal)
+            return self._journal.mark(self._wal if self.journaling else plog)
 
     def append_marker(self, partition: int, producer_id: int, producer_epoch: int, marker: EndTransactionMarker,
                       timestamp_ms: int) -> int:
@@ -257,7 +278,7 @@ class CoordinatorLog:
         with self._lock:
             plog = self._writable(partition)
             plog.append_batch(encode_marker_batch(producer_id, producer_epoch, marker, timestamp_ms))
-            return self._journal.mark(self._wal)
+            return self._journal.mark(self._wal if self.journaling else plog)
 
     def _writable(self, partition: int) -> PartitionLog:
         """The partition's log, opened on first use. Holds _lock."""
@@ -275,7 +296,7 @@ class CoordinatorLog:
         Blocking. Once the journal holds ``journal_bytes``, also checkpoints.
         """
         durable = self._journal.sync()
-        if self._wal.size >= self.journal_bytes:
+        if self.journaling and self._wal.size >= self.journal_bytes:
             self.checkpoint()
         return durable
 
@@ -300,11 +321,15 @@ class CoordinatorLog:
                 if not plog.closed:
                     raise
         with self._lock:  # then only what was appended meanwhile, with appends held
-            if self._closed or self._wal.size == 0:
-                return
-            for plog in self._logs.values():
-                plog.flush()
-            self._wal.reset()
+            self._checkpoint_held()
+
+    def _checkpoint_held(self) -> None:
+        """The checkpoint's last step, with ``_lock`` held: nothing can be appended meanwhile."""
+        if self._closed or self._wal.size == 0:
+            return
+        for plog in self._logs.values():
+            plog.flush()
+        self._wal.reset()
 
     # --- compaction -------------------------------------------------------------------
 
@@ -435,9 +460,13 @@ class CoordinatorLog:
             return plog
 
     def drop_partition(self, partition: int) -> None:
-        """Close a partition and delete its directory: another node holds it now."""
+        """Close a partition and delete its directory: another node holds it now.
+
+        Checkpoints first, the last step together with taking the partition away, so no
+        entry for it is left in the journal to be laid back at the next start."""
         self.checkpoint()
         with self._lock:
+            self._checkpoint_held()
             plog = self._logs.pop(partition, None)
         if plog is not None:
             plog.close()

@@ -95,7 +95,8 @@ class PartitionLog:
     """
 
     def __init__(
-        self, directory: Path, segment_bytes: int, *, history_dir: Path | None = None, fs: FileSystem = REAL_FS
+        self, directory: Path, segment_bytes: int, *, history_dir: Path | None = None, fs: FileSystem = REAL_FS,
+        journaled: bool = False,
     ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
@@ -136,16 +137,23 @@ class PartitionLog:
         #: (``storage.wal``) takes the batches and checkpoints before a cut.
         self.on_write: Callable[[bytes], None] | None = None
         self.before_cut: Callable[[], None] | None = None
+        #: With ``journaled`` (a coordinator log's partition, opened before its journal is read),
+        #: damage in the last segment followed by valid batches is cut like a torn tail, and
+        #: ``cut_before_valid`` says at which offset: the journal must then hold the batches
+        #: from there on, which ``CoordinatorLog`` checks.
+        self._journaled = journaled
+        self.cut_before_valid: int | None = None
         self.recovery = self._recover()
         self._start_floor = self._read_start_floor()
         self._cleaned_up_to = self.log_start_offset
 
     @classmethod
     def open(
-        cls, directory: Path, segment_bytes: int, *, history_dir: Path | None = None, fs: FileSystem = REAL_FS
+        cls, directory: Path, segment_bytes: int, *, history_dir: Path | None = None, fs: FileSystem = REAL_FS,
+        journaled: bool = False,
     ) -> PartitionLog:
         """Open (creating if needed) and recover the log in ``directory``."""
-        return cls(directory, segment_bytes, history_dir=history_dir, fs=fs)
+        return cls(directory, segment_bytes, history_dir=history_dir, fs=fs, journaled=journaled)
 
     # --- recovery ---------------------------------------------------------------------
 
@@ -198,7 +206,14 @@ class PartitionLog:
                         f"of {len(data)}: {scan.problem}"
                     )
                 later = later_valid_batch(data, scan.valid_bytes, scan.next_offset)
-                if later is not None:
+                if later is not None and self._journaled:
+                    # Written since the last checkpoint and never fsynced: the disk may have
+                    # kept a later page and lost an earlier one. The journal holds them all.
+                    log.warning("%s: corrupt data at byte %d (%s) followed by a valid batch at byte %d; "
+                                "cutting there, for the journal to fill in", path, scan.valid_bytes,
+                                scan.problem, later)
+                    self.cut_before_valid = scan.next_offset
+                elif later is not None:
                     raise CorruptLogError(
                         f"{path}: corrupt data at byte {scan.valid_bytes} ({scan.problem}) is "
                         f"followed by a valid batch at byte {later}; this is not a torn tail"

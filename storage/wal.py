@@ -121,6 +121,8 @@ class WriteAheadJournal:
         """Write what was added and sync the file (blocking). ``OSError``: nothing after the
         last successful flush may be called durable (the broker stops on it)."""
         with self._flush_lock:
+            if self._file.closed:
+                raise ValueError(f"{self.path}: journal is closed")
             with self._lock:
                 pending, self._buffer = self._buffer, []
             if pending:
@@ -185,7 +187,9 @@ class WriteAheadJournal:
             return count
 
     def close(self) -> None:
-        self._file.close()
+        """Close the file once a flush that is running has ended (a later one raises ValueError)."""
+        with self._flush_lock:
+            self._file.close()
 
     # --- the file's space and header ----------------------------------------------------------------
 

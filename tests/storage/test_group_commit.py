@@ -285,9 +285,19 @@ async def test_a_quick_sync_is_handed_straight_back_to_the_waiting_loop(
         disk.close()
 
 
-async def test_a_sync_outlasting_the_wait_leaves_the_loop_free(tmp_path: Path) -> None:
-    """A stuck fsync stops the waiting flusher only for ``wait_seconds``: other tasks run, the
-    result comes through trio, and the next sync is not waited for until one is quick."""
+async def test_a_sync_outlasting_the_wait_leaves_the_loop_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stuck fsync holds the waiting flusher only for ``wait_seconds``: the wait gives up
+    while the fsync is still held, the result comes through trio, and the next sync is not
+    waited for at all until one has been quick again."""
+    calls: list[tuple[float, bool]] = []  # (wait asked for, whether the result came straight back)
+    sync = group_commit._HandOffThread.sync
+
+    def recording(self: Any, wait: float) -> Any:
+        result = sync(self, wait)
+        calls.append((wait, result is not None))
+        return result
+
+    monkeypatch.setattr(group_commit._HandOffThread, "sync", recording)
     disk = Disk(tmp_path)
     try:
         commit = GroupCommit(disk.journal, wait_seconds=0.05)
@@ -298,14 +308,16 @@ async def test_a_sync_outlasting_the_wait_leaves_the_loop_free(tmp_path: Path) -
             commit.reply_when_durable(disk.append(), first)
             commit.appended()
             await thread_entered(disk.entered)
-            ticks = 0
-            for _ in range(50):  # the loop turns while the fsync is held
-                await trio.sleep(0)
-                ticks += 1
-            assert ticks == 50 and not first.event.is_set()
+            await eventually(lambda: len(calls) == 1)
+            assert calls == [(0.05, False)] and not first.event.is_set(), "gave up waiting, fsync still held"
             disk.release()
             await eventually(first.event.is_set)
-            assert commit.durable_seq == 1
+            for n in (1, 2):
+                r = reply(n)
+                commit.reply_when_durable(disk.append(), r)
+                commit.appended()
+                await eventually(r.event.is_set)
+            assert [wait for wait, _ in calls] == [0.05, 0.0, 0.05], "after a slow sync, one not waited for"
             nursery.cancel_scope.cancel()
     finally:
         disk.close()

@@ -243,3 +243,123 @@ def test_entries_are_read_a_chunk_at_a_time_across_chunk_ends(tmp_path: Path, mo
     journal.flush()
     journal.close()
     assert journal_entries(tmp_path) == written
+
+
+def _lose_segments(root: Path) -> None:
+    """What a power cut does to segments written since the last checkpoint: gone."""
+    for segment in root.glob("__consumer_offsets-*/*.log"):
+        segment.write_bytes(b"")
+
+
+def test_an_entry_after_an_unreadable_one_never_comes_back(tmp_path: Path) -> None:
+    """A crash may keep a later entry of a flush and lose an earlier one. Opening starts a new
+    generation whatever it found, so writing from the start again cannot make the later,
+    never acknowledged entry readable."""
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    log.append("g", [(b"a", b"1")], 1)
+    log.append("g", [(b"b", b"2")], 1)
+    log.sync()
+    log.close()
+    entries = journal_entries(tmp_path)
+    first = 16 + len(entries[0][1])
+    with journal_file(tmp_path).open("r+b") as f:  # the first entry's page never reached the disk
+        f.seek(DATA_START)
+        f.write(bytes(first))
+    _lose_segments(tmp_path)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert by_partition(log)[partition_for("g", PARTITIONS)] == []
+    log.append("g", [(b"c", b"3")], 1)  # the same size: it lands exactly where the lost one was
+    log.sync()
+    log.close()
+    _lose_segments(tmp_path)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert by_partition(log)[partition_for("g", PARTITIONS)] == [(b"c", b"3")]
+    log.close()
+
+
+def test_without_journalling_a_sync_fsyncs_the_partitions(tmp_path: Path) -> None:
+    """``log.flush.policy=os``: nothing waits for syncs, so the journal would only grow."""
+    fs = FaultyFileSystem()
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20, fs=fs, journal=False)
+    fsynced: list[str] = []
+    fs.before("fsync", lambda path: fsynced.append(Path(path).parent.name), times=None)
+    for group in GROUPS[:4]:
+        log.append(group, [(group.encode(), b"v")], 1)
+    log.sync()
+    log.close()
+    assert journal_entries(tmp_path) == []
+    assert sorted(set(fsynced)) == sorted({f"__consumer_offsets-{partition_for(g, PARTITIONS)}" for g in GROUPS[:4]})
+
+
+def test_a_closed_journal_refuses_to_flush(tmp_path: Path) -> None:
+    journal = WriteAheadJournal(REAL_FS, journal_file(tmp_path))
+    journal.add(0, encode_key_value_batch([(b"k", b"v")], base_offset=0, base_timestamp=1))
+    journal.close()
+    assert journal.closed
+    with pytest.raises(ValueError, match="journal is closed"):
+        journal.flush()
+
+
+def _hole_in_the_middle(root: Path, partition: int) -> None:
+    """Out-of-order writeback: the second batch of the partition's only segment never
+    reached the disk (zeros), the batches after it did."""
+    segment = next((root / f"__consumer_offsets-{partition}").glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    first = int.from_bytes(data[8:12], "big") + 12
+    second = int.from_bytes(data[first + 8 : first + 12], "big") + 12
+    data[first : first + second] = bytes(second)
+    segment.write_bytes(bytes(data))
+
+
+def test_a_hole_before_valid_batches_is_filled_from_the_journal(tmp_path: Path) -> None:
+    group = GROUPS[0]
+    p = partition_for(group, PARTITIONS)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    for i in range(5):
+        log.append(group, [(b"k%d" % i, b"v%d" % i)], i)
+    log.sync()
+    log.close()
+    _hole_in_the_middle(tmp_path, p)
+    reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert [k for k, _, _ in reopened.replay_partition(p)] == [b"k%d" % i for i in range(5)]
+    reopened.close()
+
+
+def test_a_hole_the_journal_does_not_cover_refuses_to_start(tmp_path: Path) -> None:
+    """After a checkpoint the segment was fsynced: damage there is not a write the crash lost."""
+    group = GROUPS[0]
+    p = partition_for(group, PARTITIONS)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    for i in range(5):
+        log.append(group, [(b"k%d" % i, b"v%d" % i)], i)
+    log.sync()
+    log.checkpoint()
+    log.close()
+    _hole_in_the_middle(tmp_path, p)
+    with pytest.raises(CorruptLogError, match="the journal does not hold the batches from there on"):
+        CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+
+
+def test_an_append_during_a_checkpoint_is_durable_once_reported(tmp_path: Path) -> None:
+    """The checkpoint's first pass runs with appends going on; an append made then is
+    fsynced by its second pass before the journal starts over."""
+    fs = FaultyFileSystem(tmp_path)
+    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20, fs=fs)
+    a, b = GROUPS[0], next(g for g in GROUPS if partition_for(g, PARTITIONS) != partition_for(GROUPS[0], PARTITIONS))
+    log.append(a, [(b"a", b"1")], 1)
+    log.sync()
+    seqs: list[int] = []
+
+    def append_meanwhile(_path: str) -> None:
+        if not seqs:
+            seqs.append(log.append(b, [(b"b", b"2")], 1))
+
+    fs.before("fsync", append_meanwhile, path="__consumer_offsets-", times=None)
+    log.checkpoint()
+    fs.clear()
+    assert seqs and log.sync() >= seqs[0]
+    log.close()
+    fs.crash()
+    reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    assert by_partition(reopened)[partition_for(b, PARTITIONS)] == [(b"b", b"2")]
+    reopened.close()
