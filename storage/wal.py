@@ -51,6 +51,8 @@ _HEADER = struct.Struct(">4sQI")  # magic, generation, crc
 HEADER_SLOTS = (0, 512)
 DATA_START = 4096
 _ENTRY = struct.Struct(">IIII")  # length, crc, generation, partition
+_LENGTH_CRC = struct.Struct(">II")  # an entry's first half; the CRC covers the second and the batch
+_TAIL = struct.Struct(">II")  # generation, partition
 _ENTRY_AFTER_LENGTH = _ENTRY.size - 4
 GROW_MIN = 64 << 10
 GROW_MAX = 8 << 20
@@ -110,12 +112,10 @@ class WriteAheadJournal:
     def add(self, partition: int, batch: bytes) -> None:
         """Buffer one entry; durable once a ``flush`` that began after this returns."""
         with self._lock:
-            tail = _ENTRY.pack(0, 0, self._generation & 0xFFFFFFFF, partition)[8:]
-            crc = crc32c.crc32c(batch, crc32c.crc32c(tail))
-            entry = _ENTRY.pack(len(batch) + _ENTRY_AFTER_LENGTH, crc, self._generation & 0xFFFFFFFF,
-                                partition) + batch
-            self._buffer.append(entry)
-            self._size += len(entry)
+            tail = _TAIL.pack(self._generation & 0xFFFFFFFF, partition)
+            self._buffer += (_LENGTH_CRC.pack(len(batch) + _ENTRY_AFTER_LENGTH,
+                                              crc32c.crc32c(batch, crc32c.crc32c(tail))), tail, batch)
+            self._size += _ENTRY.size + len(batch)
 
     def flush(self) -> None:
         """Write what was added and sync the file (blocking). ``OSError``: nothing after the

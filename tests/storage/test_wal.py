@@ -21,6 +21,7 @@ from storage.fs import REAL_FS
 from storage.layout import journal_file
 from storage.partition import CorruptLogError
 from storage.wal import DATA_START, WriteAheadJournal
+from storage.walker import walk_bytes
 from tests.support.journal import journal_entries
 
 PARTITIONS = 4
@@ -305,21 +306,29 @@ def _hole_in_the_middle(root: Path, partition: int) -> None:
     reached the disk (zeros), the batches after it did."""
     segment = next((root / f"__consumer_offsets-{partition}").glob("*.log"))
     data = bytearray(segment.read_bytes())
-    first = int.from_bytes(data[8:12], "big") + 12
-    second = int.from_bytes(data[first + 8 : first + 12], "big") + 12
-    data[first : first + second] = bytes(second)
+    start, second = list(walk_bytes(data))[1]
+    data[start : start + second.size] = bytes(second.size)
     segment.write_bytes(bytes(data))
 
 
-def test_a_hole_before_valid_batches_is_filled_from_the_journal(tmp_path: Path) -> None:
+def _five_batches_then_a_hole(root: Path, *, checkpoint: bool) -> int:
+    """Five batches of one group, synced (and checkpointed, if asked), then a hole made in
+    its partition's segment; the partition."""
     group = GROUPS[0]
-    p = partition_for(group, PARTITIONS)
-    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
+    log = CoordinatorLog(root, PARTITIONS, 1 << 20)
     for i in range(5):
         log.append(group, [(b"k%d" % i, b"v%d" % i)], i)
     log.sync()
+    if checkpoint:
+        log.checkpoint()
     log.close()
-    _hole_in_the_middle(tmp_path, p)
+    p = partition_for(group, PARTITIONS)
+    _hole_in_the_middle(root, p)
+    return p
+
+
+def test_a_hole_before_valid_batches_is_filled_from_the_journal(tmp_path: Path) -> None:
+    p = _five_batches_then_a_hole(tmp_path, checkpoint=False)
     reopened = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
     assert [k for k, _, _ in reopened.replay_partition(p)] == [b"k%d" % i for i in range(5)]
     reopened.close()
@@ -327,15 +336,7 @@ def test_a_hole_before_valid_batches_is_filled_from_the_journal(tmp_path: Path) 
 
 def test_a_hole_the_journal_does_not_cover_refuses_to_start(tmp_path: Path) -> None:
     """After a checkpoint the segment was fsynced: damage there is not a write the crash lost."""
-    group = GROUPS[0]
-    p = partition_for(group, PARTITIONS)
-    log = CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
-    for i in range(5):
-        log.append(group, [(b"k%d" % i, b"v%d" % i)], i)
-    log.sync()
-    log.checkpoint()
-    log.close()
-    _hole_in_the_middle(tmp_path, p)
+    _five_batches_then_a_hole(tmp_path, checkpoint=True)
     with pytest.raises(CorruptLogError, match="the journal does not hold the batches from there on"):
         CoordinatorLog(tmp_path, PARTITIONS, 1 << 20)
 
