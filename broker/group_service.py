@@ -46,8 +46,9 @@ from storage.history import history_dir_for, prune_history
 from storage.layout import COORDINATOR_TOPIC
 from storage.maintenance import Job
 
-#: How long the event loop waits for a coordinator log sync (one fsync of its journal file)
-#: before going back to other work: see ``GroupCommit.wait_seconds``.
+#: Where the kernel cannot run the journal's fdatasync itself (``storage.aio``): how long the
+#: event loop waits for a coordinator log sync in a thread (one fsync of its journal file)
+#: before going back to other work; see ``GroupCommit.wait_seconds``.
 SYNC_WAIT_SECONDS = 0.002
 
 log = logging.getLogger("kcoord.groups")

@@ -42,7 +42,7 @@ from protocol.records import (
 )
 from storage.cleaner import CleanResult
 from storage.fs import REAL_FS, FileSystem
-from storage.journal import Journal
+from storage.journal import Journal, PendingSync
 from storage.layout import (
     COORDINATOR_TOPIC,
     journal_file,
@@ -296,9 +296,56 @@ class CoordinatorLog:
         Blocking. Once the journal holds ``journal_bytes``, also checkpoints.
         """
         durable = self._journal.sync()
-        if self.journaling and self._wal.size >= self.journal_bytes:
+        if self.checkpoint_due:
             self.checkpoint()
         return durable
+
+    @property
+    def splits_sync(self) -> bool:
+        """Whether ``sync_start`` can hand the journal's fdatasync to the kernel
+        (``storage.aio``): a journaling log on a file system with real descriptors."""
+        return self.journaling and self._wal.fileno() is not None
+
+    def sync_start(self) -> PendingSync | None:
+        """The non-blocking half of ``sync``: write the journal's buffer (one ``pwrite``) and
+        return what must be fdatasynced for it, holding other syncs off until
+        ``sync_finish``. None if a blocking ``sync`` is running (a worker thread's).
+
+        ``OSError`` if the write fails (the sync is over; the broker stops on it).
+        """
+        started = self._journal.start_sync()
+        if started is None:
+            return None
+        target, dirty = started
+        pending = PendingSync(target, dirty, [], [])
+        try:
+            for flushable in dirty:
+                if flushable is not self._wal:
+                    raise TypeError(f"{self.topic}: only the journal file can be synced in halves")
+                try:
+                    fd = self._wal.write_out()
+                except ValueError:
+                    if not self._wal.closed:
+                        raise
+                    continue  # closed since (the log is closing): nothing to sync
+                if fd is None:
+                    raise TypeError(f"{self._wal.path}: no descriptor to sync")
+                pending.fds.append(fd)
+                pending.paths.append(self._wal.path)
+        except BaseException:
+            self._journal.finish_sync(target, dirty, False)
+            raise
+        return pending
+
+    def sync_finish(self, pending: PendingSync, synced: bool) -> int:
+        """The second half: each of ``pending.fds`` was fdatasynced (``synced``), or not (it
+        will be at the next sync); returns the durable seq. Check ``checkpoint_due`` after."""
+        return self._journal.finish_sync(pending.target, pending.dirty, synced)
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """The journal holds ``journal_bytes``: time for ``checkpoint`` (blocking)."""
+        return self.journaling and self._wal.size >= self.journal_bytes
 
     def checkpoint(self) -> None:
         """fsync every partition's segments, then empty the journal (blocking).

@@ -81,6 +81,11 @@ class File(ABC):
     @abstractmethod
     def closed(self) -> bool: ...
 
+    def fileno(self) -> int | None:
+        """The operating system's descriptor, for a sync the kernel runs on its own
+        (``storage.aio``); None for a file that has none (a modelled one), or closed."""
+        return None
+
 
 class FileSystem(ABC):
     """The operations storage needs; paths are ``pathlib.Path``."""
@@ -223,6 +228,9 @@ class RealFile(File):
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
+
+    def fileno(self) -> int | None:
+        return self.fd if self.fd >= 0 else None
 
     def dup(self) -> RealFile:
         if self.fd < 0:

@@ -13,10 +13,15 @@ waits here on N:
 - when a sync returns, waiting replies whose number it covers are released in the order
   they were queued; a reply whose number is already durable is released at once and
   never queued;
-- with ``wait_seconds`` (the coordinator's logs, whose sync is one fsync of a journal
-  file) the flusher task hands each sync to the thread and waits for it on the spot, up
-  to that long, instead of being woken through trio when it ends; a longer sync is left
-  to finish in the background like the other kind (see ``_waiting_flusher``);
+- a log that can split its sync (``CoordinatorLog``: write the journal file, then
+  fdatasync it) gets the *kernel* flusher where Linux offers asynchronous fdatasync
+  (``storage.aio``): the write is made on the event loop and the kernel runs the
+  fdatasync, reporting on an eventfd that trio waits for like a socket; no thread and no
+  GIL hand-off takes part (see ``_kernel_flusher``);
+- otherwise, with ``wait_seconds`` (the coordinator's logs, whose sync is one fsync of a
+  journal file) the flusher task hands each sync to the thread and waits for it on the
+  spot, up to that long, instead of being woken through trio when it ends; a longer sync
+  is left to finish in the background like the other kind (see ``_waiting_flusher``);
 - with ``durable=False`` (``log.flush.policy=os``) nothing waits and nothing is fsynced;
 - with a ``timeout``, a waiter that carries an ``on_timeout`` callable and is still not
   released after that many seconds gets ``reply.frame = on_timeout(reply, context)`` and
@@ -34,18 +39,27 @@ entries of a reply that actually has to wait.
 
 from __future__ import annotations
 
+import errno
+import functools
 import logging
+import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, cast
 
 import trio
 
-__all__ = ["GroupCommit", "Observer", "Reply", "Signal", "Syncable"]
+from storage.aio import AsyncDatasync
+from storage.journal import PendingSync
+
+__all__ = ["GroupCommit", "KernelSync", "Observer", "Reply", "Signal", "SplitSyncable", "Syncable"]
 
 log = logging.getLogger("kcoord.storage")
+
+#: ``io_submit`` errors that mean "no asynchronous fsync here", not a failing disk.
+_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 
 class Signal(Protocol):
@@ -75,6 +89,37 @@ class Syncable(Protocol):
         """Blocking: fsync everything appended so far; returns the durable number."""
 
 
+class SplitSyncable(Syncable, Protocol):
+    """A log whose sync can be split around an fdatasync run elsewhere (``CoordinatorLog``)."""
+
+    @property
+    def splits_sync(self) -> bool: ...
+
+    def sync_start(self) -> PendingSync | None: ...
+
+    def sync_finish(self, pending: PendingSync, synced: bool) -> int: ...
+
+    @property
+    def checkpoint_due(self) -> bool: ...
+
+    def checkpoint(self) -> None: ...
+
+
+class KernelSync(Protocol):
+    """What the kernel flusher needs of ``storage.aio.AsyncDatasync``."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def fileno(self) -> int: ...
+
+    def submit(self, fds: list[int]) -> None: ...
+
+    def reap(self) -> list[tuple[int, int]]: ...
+
+    def close(self) -> None: ...
+
+
 class Observer(Protocol):
     def observe(self, value: float) -> None: ...
 
@@ -100,6 +145,7 @@ class GroupCommit:
         fsync_seconds: Observer | None = None,
         name: str = "log",
         wait_seconds: float = 0.0,
+        datasync: Callable[[], KernelSync | None] | None = AsyncDatasync.open,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
@@ -110,6 +156,9 @@ class GroupCommit:
         self.fsync_seconds = fsync_seconds
         self.name = name
         self.wait_seconds = wait_seconds
+        self.datasync = datasync
+        #: Which flusher runs: "kernel" (``_kernel_flusher``), "waiting" or "thread"; set by ``run``.
+        self.flusher = ""
         #: The highest append number known durable (with durable=False: nothing is awaited).
         self.durable_seq = 0
         #: fsync rounds run, waiters answered with their timeout reply, and the failure, if any.
@@ -159,10 +208,95 @@ class GroupCommit:
         self._clock = trio.lowlevel.current_clock()
         async with trio.open_nursery() as nursery:
             if self.durable:
-                nursery.start_soon(self._waiting_flusher if self.wait_seconds > 0 else self._flusher)
+                nursery.start_soon(self._choose_flusher())
                 if self.timeout is not None:
                     nursery.start_soon(self._expirer, self.timeout)
             task_status.started()
+
+    def _choose_flusher(self) -> Callable[[], Awaitable[None]]:
+        """The kernel flusher where the log can split its sync and the kernel runs fdatasync
+        asynchronously (``datasync`` gives a context); else a thread one."""
+        if self.datasync is not None and getattr(self.log, "splits_sync", False):
+            kernel = self.datasync()
+            if kernel is not None:
+                self.flusher = "kernel"
+                return functools.partial(self._kernel_flusher, cast(SplitSyncable, self.log), kernel)
+        return self._thread_flusher
+
+    async def _thread_flusher(self) -> None:
+        if self.wait_seconds > 0:
+            self.flusher = "waiting"
+            await self._waiting_flusher()
+        else:
+            self.flusher = "thread"
+            await self._flusher()
+
+    async def _kernel_flusher(self, split: SplitSyncable, kernel: KernelSync) -> None:
+        """Write on the event loop and let the kernel run the fdatasync (``storage.aio``).
+
+        No thread takes part: the journal's buffer is written with one ``pwrite``, its
+        fdatasync is queued with AIO, and the flusher waits for the completion on an
+        eventfd like any socket while the loop serves other requests, whose appends share
+        the next sync. A disk that hangs holds this task, not the event loop (unless a
+        checkpoint holds the log's locks meanwhile), so the commit timeout still fires. If the kernel turns the sync down as unsupported, the flusher hands over to
+        the thread ones for the rest of the run.
+        """
+        needed = self._flush_needed
+        try:
+            while True:
+                if not needed.is_set():
+                    self._wake = wake = trio.Event()
+                    await wake.wait()
+                needed.clear()
+                started = time.perf_counter()
+                try:
+                    durable = await self._split_sync(split, kernel)
+                except OSError as exc:
+                    self._sync_failed(exc)
+                    return
+                if durable is None:
+                    break
+                self._synced(durable, time.perf_counter() - started)
+                if split.checkpoint_due:
+                    try:
+                        await trio.to_thread.run_sync(split.checkpoint)
+                    except OSError as exc:
+                        self._sync_failed(exc)
+                        return
+        finally:
+            kernel.close()
+        needed.set()  # the round the kernel turned down is the thread flusher's first
+        await self._thread_flusher()
+
+    async def _split_sync(self, split: SplitSyncable, kernel: KernelSync) -> int | None:
+        """One sync in halves; the durable number, or None if the kernel has no asynchronous fsync."""
+        pending = split.sync_start()
+        if pending is None:  # a blocking sync holds the log (a snapshot's, in a worker thread)
+            durable, _ = await trio.to_thread.run_sync(self._timed_sync)
+            return durable
+        synced = False
+        try:
+            if pending.fds:
+                try:
+                    kernel.submit(pending.fds)
+                except OSError as exc:
+                    if kernel.in_flight or exc.errno not in _UNSUPPORTED:
+                        raise
+                    log.info("%s: the kernel has no asynchronous fdatasync here (%s); syncs run in a thread",
+                              self.name, exc.strerror)
+                    return None
+                failure: OSError | None = None
+                while kernel.in_flight:
+                    await trio.lowlevel.wait_readable(kernel.fileno())
+                    for index, result in kernel.reap():
+                        if result < 0 and failure is None:
+                            failure = OSError(-result, os.strerror(-result), str(pending.paths[index]))
+                if failure is not None:
+                    raise failure
+            synced = True
+        finally:
+            durable = split.sync_finish(pending, synced)
+        return durable
 
     async def _flusher(self) -> None:
         """Run syncs in one long-lived thread and release replies as each one returns.

@@ -109,6 +109,10 @@ class WriteAheadJournal:
     def closed(self) -> bool:
         return self._file.closed
 
+    def fileno(self) -> int | None:
+        """The file's descriptor (None: a modelled file system, or closed)."""
+        return self._file.fileno()
+
     def add(self, partition: int, batch: bytes) -> None:
         """Buffer one entry; durable once a ``flush`` that began after this returns."""
         with self._lock:
@@ -121,18 +125,29 @@ class WriteAheadJournal:
         """Write what was added and sync the file (blocking). ``OSError``: nothing after the
         last successful flush may be called durable (the broker stops on it)."""
         with self._flush_lock:
-            if self._file.closed:
-                raise ValueError(f"{self.path}: journal is closed")
-            with self._lock:
-                pending, self._buffer = self._buffer, []
-            if pending:
-                data = memoryview(b"".join(pending))
-                end = self._position + len(data)
-                if end > self._allocated:
-                    self._grow(end)
-                self._write_at(data, self._position)
-                self._position = end
+            self._write_out()
             self._file.datasync()
+
+    def write_out(self) -> int | None:
+        """Write what was added, without syncing; returns the file descriptor whose
+        ``fdatasync`` makes it durable (``storage.aio``), or None if the file system gives
+        none (then ``flush``). ValueError once closed; ``OSError`` as for ``flush``."""
+        with self._flush_lock:
+            self._write_out()
+            return self._file.fileno()
+
+    def _write_out(self) -> None:
+        if self._file.closed:
+            raise ValueError(f"{self.path}: journal is closed")
+        with self._lock:
+            pending, self._buffer = self._buffer, []
+        if pending:
+            data = memoryview(b"".join(pending))
+            end = self._position + len(data)
+            if end > self._allocated:
+                self._grow(end)
+            self._write_at(data, self._position)
+            self._position = end
 
     def reset(self) -> None:
         """Start a new, empty generation durably: everything before it is in fsynced segments."""

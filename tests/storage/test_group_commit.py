@@ -1,12 +1,16 @@
 """Group commit: replies go out in order, only once durable, sharing fsyncs; timeouts; failures.
 
 Real partition logs on a real disk; the filesystem is the fault-injecting one, used to hold
-an fsync open (so the test decides when a sync ends) or to make one fail.
+an fsync open (so the test decides when a sync ends) or to make one fail. The kernel
+flusher runs here against ``ThreadDatasync``, a stand-in for ``storage.aio`` that runs each
+fsync through that file system in a thread; ``tests/storage/test_aio.py`` runs it against
+the kernel's own.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 from pathlib import Path
@@ -20,8 +24,91 @@ from broker.slots import Slot
 from storage import group_commit
 from storage.faultfs import FaultyFileSystem
 from storage.group_commit import GroupCommit
-from storage.journal import Journal
+from storage.journal import Journal, PendingSync
 from storage.partition import PartitionLog
+
+
+class SplitJournal:
+    """The Disk's journal with the split sync ``CoordinatorLog`` offers, so that the kernel
+    flusher runs: a "descriptor" is the index of a partition log."""
+
+    splits_sync = True
+    checkpoint_due = False
+
+    def __init__(self, journal: Journal, logs: list[PartitionLog]) -> None:
+        self.journal = journal
+        self.logs = logs
+
+    @property
+    def written_seq(self) -> int:
+        return self.journal.written_seq
+
+    def sync(self) -> int:
+        return self.journal.sync()
+
+    def sync_start(self) -> PendingSync | None:
+        started = self.journal.start_sync()
+        if started is None:
+            return None
+        target, dirty = started
+        indexes = [self.logs.index(log) for log in dirty]  # type: ignore[arg-type]
+        return PendingSync(target, dirty, indexes, [self.logs[i].directory for i in indexes])
+
+    def sync_finish(self, pending: PendingSync, synced: bool) -> int:
+        return self.journal.finish_sync(pending.target, pending.dirty, synced)
+
+    def checkpoint(self) -> None:
+        raise AssertionError("never due")
+
+
+class ThreadDatasync:
+    """Unit-test stand-in for ``storage.aio.AsyncDatasync``: flushes the logs named by the
+    submitted indexes in a thread (through the fault-injecting file system, so a test can
+    hold or fail them) and reports each on a real eventfd."""
+
+    def __init__(self, logs: list[PartitionLog]) -> None:
+        self.logs = logs
+        self.in_flight = 0
+        self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._lock = threading.Lock()
+        self._done: list[tuple[int, int]] = []
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self._eventfd
+
+    def submit(self, fds: list[int]) -> None:
+        self.in_flight += len(fds)
+        threading.Thread(target=self._run, args=(list(fds),), daemon=True).start()
+
+    def _run(self, fds: list[int]) -> None:
+        for i, fd in enumerate(fds):
+            try:
+                self.logs[fd].flush()
+                result = 0
+            except OSError as exc:
+                result = -(exc.errno or errno.EIO)
+            with self._lock:
+                self._done.append((i, result))
+                if self.closed:
+                    return
+                os.eventfd_write(self._eventfd, 1)
+
+    def reap(self) -> list[tuple[int, int]]:
+        try:
+            os.eventfd_read(self._eventfd)
+        except BlockingIOError:
+            return []
+        with self._lock:
+            done, self._done = self._done, []
+        self.in_flight -= len(done)
+        return done
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                os.close(self._eventfd)
 
 
 class Disk:
@@ -33,6 +120,8 @@ class Disk:
         self.logs = [PartitionLog.open(root / f"t-{p}", 1 << 20, fs=self.fs) for p in range(2)]
         self.fsyncs = 0
         self.wait_seconds = 0.0
+        self.kernel: ThreadDatasync | None = None
+        self.kind = "thread"
         self.entered = threading.Event()
         self._permits = threading.Semaphore(0)
         self._held = False
@@ -63,18 +152,31 @@ class Disk:
         log.append([(b"k", b"v%d" % log.next_offset)], 1)
         return self.journal.mark(log)
 
+    def commit(self, **options: Any) -> GroupCommit:
+        """A GroupCommit over this disk, with the flusher the fixture chose."""
+        if self.kernel is not None:
+            kernel = self.kernel
+            return GroupCommit(SplitJournal(self.journal, self.logs), datasync=lambda: kernel, **options)
+        return GroupCommit(self.journal, wait_seconds=self.wait_seconds, **options)
+
     def close(self) -> None:
         self.release()
         for log in self.logs:
             log.close()
+        if self.kernel is not None:
+            self.kernel.close()
 
 
-@pytest.fixture(params=[0.0, 0.002], ids=["thread", "waiting"])
+@pytest.fixture(params=["thread", "waiting", "kernel"])
 def disk(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    """Every test runs with both flushers: the free-running thread, and the one the event
-    loop waits on (``wait_seconds``, the coordinator's), which a held fsync outlasts."""
+    """Every test runs with the three flushers: the free-running thread, the one the event
+    loop waits on (``wait_seconds``), which a held fsync outlasts, and the kernel one."""
     d = Disk(tmp_path)
-    d.wait_seconds = request.param
+    d.kind = request.param
+    if request.param == "waiting":
+        d.wait_seconds = 0.002
+    elif request.param == "kernel":
+        d.kernel = ThreadDatasync(d.logs)
     yield d
     d.close()
 
@@ -98,9 +200,10 @@ async def thread_entered(event: threading.Event) -> None:
 
 
 async def test_replies_wait_for_their_fsync_and_are_released_in_order(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
+    commit = disk.commit()
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
+        await eventually(lambda: commit.flusher == disk.kind)
         disk.hold()
         replies = []
         for n in range(2):
@@ -128,7 +231,7 @@ async def test_replies_wait_for_their_fsync_and_are_released_in_order(disk: Disk
 
 
 async def test_appends_made_during_an_fsync_share_the_next_one(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
+    commit = disk.commit()
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         disk.hold()
@@ -152,7 +255,7 @@ async def test_appends_made_during_an_fsync_share_the_next_one(disk: Disk) -> No
 
 
 async def test_a_reply_already_durable_is_released_at_once(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
+    commit = disk.commit()
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         seq = disk.append()
@@ -169,7 +272,7 @@ async def test_a_reply_already_durable_is_released_at_once(disk: Disk) -> None:
 
 
 async def test_with_the_os_flush_policy_nothing_waits_and_nothing_is_fsynced(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds, durable=False)
+    commit = disk.commit(durable=False)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         for n in range(10):
@@ -189,7 +292,7 @@ def timed_out(slot: Slot, context: Any) -> bytes:
 async def test_a_write_not_durable_within_the_timeout_gets_its_timeout_reply(
     disk: Disk, mock_clock: trio.testing.MockClock
 ) -> None:
-    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds, timeout=5.0)
+    commit = disk.commit(timeout=5.0)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         disk.hold()
@@ -223,7 +326,7 @@ async def test_a_write_not_durable_within_the_timeout_gets_its_timeout_reply(
 
 async def test_a_failed_fsync_is_fatal_and_releases_nothing(disk: Disk) -> None:
     failures: list[OSError] = []
-    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds, on_failure=failures.append)
+    commit = disk.commit(on_failure=failures.append)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         ok = reply(0)
@@ -250,7 +353,7 @@ async def test_a_failed_fsync_is_fatal_and_releases_nothing(disk: Disk) -> None:
 
 
 async def test_by_default_a_failed_fsync_propagates(disk: Disk) -> None:
-    commit = GroupCommit(disk.journal, wait_seconds=disk.wait_seconds)
+    commit = disk.commit()
     disk.fs.fail("fsync", errno=errno.ENOSPC)
     with pytest.raises(ExceptionGroup) as info:
         async with trio.open_nursery() as nursery:
@@ -333,3 +436,75 @@ def test_a_log_closed_since_it_was_written_is_skipped_by_the_sync(tmp_path: Path
     deleted.close()
     assert journal.sync() == 2
     kept.close()
+
+
+async def test_a_kernel_sync_cancelled_in_flight_leaves_its_appends_to_the_next_sync(tmp_path: Path) -> None:
+    """The flusher stopped while the kernel still syncs: the journal's sync lock is free and
+    what that sync covered is still marked, so the next sync covers it again."""
+    disk = Disk(tmp_path)
+    disk.kernel = ThreadDatasync(disk.logs)
+    try:
+        commit = disk.commit()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(commit.run)
+            disk.hold()
+            waiting = reply(0)
+            commit.reply_when_durable(disk.append(1), waiting)
+            commit.appended()
+            await thread_entered(disk.entered)
+            nursery.cancel_scope.cancel()
+        assert not waiting.event.is_set()
+        started = disk.journal.start_sync()
+        assert started is not None, "the sync lock was left held"
+        assert started == (1, [disk.logs[1]]), "partition 1 is still to be synced"
+        assert disk.journal.finish_sync(*started, True) == 1
+    finally:
+        disk.close()
+
+
+async def test_the_kernel_flusher_syncs_in_a_thread_while_a_blocking_sync_holds_the_journal(
+    tmp_path: Path,
+) -> None:
+    """A snapshot's blocking sync (in a worker thread) holds the journal: the kernel
+    flusher's round then waits for it in a thread instead of splitting."""
+    disk = Disk(tmp_path)
+    disk.kernel = ThreadDatasync(disk.logs)
+    try:
+        commit = disk.commit()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(commit.run)
+            disk.append(0)
+            disk.hold()
+            blocking = threading.Thread(target=disk.journal.sync, daemon=True)
+            blocking.start()  # holds the journal's sync lock inside its held fsync
+            await thread_entered(disk.entered)
+            later = reply(1)
+            commit.reply_when_durable(disk.append(1), later)
+            commit.appended()
+            await trio.testing.wait_all_tasks_blocked()
+            assert not later.event.is_set()
+            disk.release()
+            await eventually(later.event.is_set)
+            assert commit.durable_seq == 2 and disk.kernel.in_flight == 0
+            await trio.to_thread.run_sync(blocking.join, 10)
+            nursery.cancel_scope.cancel()
+    finally:
+        disk.close()
+
+
+def test_a_blocking_sync_on_the_thread_holding_a_split_one_is_refused(tmp_path: Path) -> None:
+    """It would wait for a lock its own thread holds, for ever."""
+    journal = Journal()
+    log = PartitionLog.open(tmp_path / "t-0", 1 << 20)
+    try:
+        log.append([(b"k", b"v")], 1)
+        journal.mark(log)
+        started = journal.start_sync()
+        assert started is not None
+        with pytest.raises(RuntimeError, match="never end"):
+            journal.sync()
+        log.flush()
+        assert journal.finish_sync(*started, True) == 1
+        assert journal.sync() == 1, "once finished, blocking syncs run again"
+    finally:
+        log.close()
