@@ -238,16 +238,13 @@ class GroupCommit:
         fdatasync is queued with AIO, and the flusher waits for the completion on an
         eventfd like any socket while the loop serves other requests, whose appends share
         the next sync. A disk that hangs holds this task, not the event loop (unless a
-        checkpoint holds the log's locks meanwhile), so the commit timeout still fires. If the kernel turns the sync down as unsupported, the flusher hands over to
-        the thread ones for the rest of the run.
+        checkpoint holds the log's locks meanwhile), so the commit timeout still fires.
+        If the kernel turns the sync down as unsupported, the flusher hands over to the
+        thread ones for the rest of the run.
         """
-        needed = self._flush_needed
         try:
             while True:
-                if not needed.is_set():
-                    self._wake = wake = trio.Event()
-                    await wake.wait()
-                needed.clear()
+                await self._round_due()
                 started = time.perf_counter()
                 try:
                     durable = await self._split_sync(split, kernel)
@@ -265,8 +262,16 @@ class GroupCommit:
                         return
         finally:
             kernel.close()
-        needed.set()  # the round the kernel turned down is the thread flusher's first
+        self._flush_needed.set()  # the round the kernel turned down is the thread flusher's first
         await self._thread_flusher()
+
+    async def _round_due(self) -> None:
+        """Return once appends were made since the last round began (``appended``)."""
+        needed = self._flush_needed
+        if not needed.is_set():
+            self._wake = wake = trio.Event()
+            await wake.wait()
+        needed.clear()
 
     async def _split_sync(self, split: SplitSyncable, kernel: KernelSync) -> int | None:
         """One sync in halves; the durable number, or None if the kernel has no asynchronous fsync."""
@@ -329,14 +334,10 @@ class GroupCommit:
         """
         thread = _HandOffThread(self)
         thread.start()
-        needed = self._flush_needed
         wait = self.wait_seconds
         try:
             while True:
-                if not needed.is_set():
-                    self._wake = wake = trio.Event()
-                    await wake.wait()
-                needed.clear()
+                await self._round_due()
                 result = thread.sync(wait)
                 if result is None:
                     result = await thread.next_result()

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.slots import Slot
 from storage import aio
 from storage.aio import AsyncDatasync
 from storage.coordinator_log import CoordinatorLog
 from storage.group_commit import GroupCommit
 from storage.journal import Journal, PendingSync
 from storage.partition import PartitionLog
+from tests.support.group_commit import eventually, reply
 
 pytestmark = pytest.mark.skipif(not aio.available(), reason="this kernel offers no AIO")
 
@@ -71,19 +71,6 @@ def test_one_batch_at_a_time() -> None:
             kernel.submit([])
     finally:
         kernel.close()
-
-
-def reply(n: int) -> Slot:
-    slot = Slot(8, 8, n)
-    slot.frame = b"ok %d" % n
-    return slot
-
-
-async def eventually(condition: object, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await trio.sleep(0.001)
 
 
 async def test_the_coordinator_log_is_synced_by_the_kernel_and_checkpoints_when_due(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from storage.faultfs import FaultyFileSystem
 from storage.group_commit import GroupCommit
 from storage.journal import Journal, PendingSync
 from storage.partition import PartitionLog
+from tests.support.group_commit import eventually, reply
 
 
 class SplitJournal:
@@ -179,20 +179,6 @@ def disk(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
         d.kernel = ThreadDatasync(d.logs)
     yield d
     d.close()
-
-
-def reply(n: int) -> Slot:
-    slot = Slot(8, 8, n)
-    slot.frame = b"ok %d" % n
-    return slot
-
-
-async def eventually(condition: Any, seconds: float = 10.0) -> None:
-    """Let trio run until ``condition()`` holds (bounded in real time, whatever the clock)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await trio.sleep(0)
 
 
 async def thread_entered(event: threading.Event) -> None:
@@ -438,58 +424,60 @@ def test_a_log_closed_since_it_was_written_is_skipped_by_the_sync(tmp_path: Path
     kept.close()
 
 
-async def test_a_kernel_sync_cancelled_in_flight_leaves_its_appends_to_the_next_sync(tmp_path: Path) -> None:
+@pytest.fixture
+def kernel_disk(tmp_path: Path) -> Any:
+    """A Disk for the kernel flusher alone."""
+    d = Disk(tmp_path)
+    d.kernel = ThreadDatasync(d.logs)
+    yield d
+    d.close()
+
+
+async def test_a_kernel_sync_cancelled_in_flight_leaves_its_appends_to_the_next_sync(kernel_disk: Disk) -> None:
     """The flusher stopped while the kernel still syncs: the journal's sync lock is free and
     what that sync covered is still marked, so the next sync covers it again."""
-    disk = Disk(tmp_path)
-    disk.kernel = ThreadDatasync(disk.logs)
-    try:
-        commit = disk.commit()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(commit.run)
-            disk.hold()
-            waiting = reply(0)
-            commit.reply_when_durable(disk.append(1), waiting)
-            commit.appended()
-            await thread_entered(disk.entered)
-            nursery.cancel_scope.cancel()
-        assert not waiting.event.is_set()
-        started = disk.journal.start_sync()
-        assert started is not None, "the sync lock was left held"
-        assert started == (1, [disk.logs[1]]), "partition 1 is still to be synced"
-        assert disk.journal.finish_sync(*started, True) == 1
-    finally:
-        disk.close()
+    disk = kernel_disk
+    commit = disk.commit()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        disk.hold()
+        waiting = reply(0)
+        commit.reply_when_durable(disk.append(1), waiting)
+        commit.appended()
+        await thread_entered(disk.entered)
+        nursery.cancel_scope.cancel()
+    assert not waiting.event.is_set()
+    started = disk.journal.start_sync()
+    assert started is not None, "the sync lock was left held"
+    assert started == (1, [disk.logs[1]]), "partition 1 is still to be synced"
+    assert disk.journal.finish_sync(*started, True) == 1
 
 
 async def test_the_kernel_flusher_syncs_in_a_thread_while_a_blocking_sync_holds_the_journal(
-    tmp_path: Path,
+    kernel_disk: Disk,
 ) -> None:
     """A snapshot's blocking sync (in a worker thread) holds the journal: the kernel
     flusher's round then waits for it in a thread instead of splitting."""
-    disk = Disk(tmp_path)
-    disk.kernel = ThreadDatasync(disk.logs)
-    try:
-        commit = disk.commit()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(commit.run)
-            disk.append(0)
-            disk.hold()
-            blocking = threading.Thread(target=disk.journal.sync, daemon=True)
-            blocking.start()  # holds the journal's sync lock inside its held fsync
-            await thread_entered(disk.entered)
-            later = reply(1)
-            commit.reply_when_durable(disk.append(1), later)
-            commit.appended()
-            await trio.testing.wait_all_tasks_blocked()
-            assert not later.event.is_set()
-            disk.release()
-            await eventually(later.event.is_set)
-            assert commit.durable_seq == 2 and disk.kernel.in_flight == 0
-            await trio.to_thread.run_sync(blocking.join, 10)
-            nursery.cancel_scope.cancel()
-    finally:
-        disk.close()
+    disk = kernel_disk
+    commit = disk.commit()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        disk.append(0)
+        disk.hold()
+        blocking = threading.Thread(target=disk.journal.sync, daemon=True)
+        blocking.start()  # holds the journal's sync lock inside its held fsync
+        await thread_entered(disk.entered)
+        later = reply(1)
+        commit.reply_when_durable(disk.append(1), later)
+        commit.appended()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not later.event.is_set()
+        disk.release()
+        await eventually(later.event.is_set)
+        assert disk.kernel is not None
+        assert commit.durable_seq == 2 and disk.kernel.in_flight == 0
+        await trio.to_thread.run_sync(blocking.join, 10)
+        nursery.cancel_scope.cancel()
 
 
 def test_a_blocking_sync_on_the_thread_holding_a_split_one_is_refused(tmp_path: Path) -> None:
