@@ -15,9 +15,9 @@ from storage import aio
 from storage.aio import AsyncDatasync
 from storage.coordinator_log import CoordinatorLog
 from storage.group_commit import GroupCommit
-from storage.journal import Journal, PendingSync
+from storage.journal import Flushable, Journal
 from storage.partition import PartitionLog
-from tests.support.group_commit import eventually, reply
+from tests.support.group_commit import SplitJournal, eventually, reply
 
 pytestmark = pytest.mark.skipif(not aio.available(), reason="this kernel offers no AIO")
 
@@ -105,15 +105,12 @@ async def test_the_coordinator_log_is_synced_by_the_kernel_and_checkpoints_when_
         reopened.close()
 
 
-class EventfdJournal:
+class EventfdJournal(SplitJournal):
     """A split sync whose "file" is an eventfd, which the kernel will not fsync."""
 
-    splits_sync = True
-    checkpoint_due = False
-
     def __init__(self, root: Path) -> None:
-        self.journal = Journal()
-        self.log = PartitionLog.open(root / "t-0", 1 << 20)
+        super().__init__(Journal(), [PartitionLog.open(root / "t-0", 1 << 20)])
+        self.log = self.logs[0]
         self.flushes = 0
         self.unsyncable = os.eventfd(0)
         flush = self.log.flush
@@ -124,29 +121,12 @@ class EventfdJournal:
 
         self.log.flush = counted  # type: ignore[method-assign]
 
-    @property
-    def written_seq(self) -> int:
-        return self.journal.written_seq
-
     def append(self) -> int:
         self.log.append([(b"k", b"v")], 1)
         return self.journal.mark(self.log)
 
-    def sync(self) -> int:
-        return self.journal.sync()
-
-    def sync_start(self) -> PendingSync | None:
-        started = self.journal.start_sync()
-        if started is None:
-            return None
-        target, dirty = started
-        return PendingSync(target, dirty, [self.unsyncable] if dirty else [], [Path("eventfd")] if dirty else [])
-
-    def sync_finish(self, pending: PendingSync, synced: bool) -> int:
-        return self.journal.finish_sync(pending.target, pending.dirty, synced)
-
-    def checkpoint(self) -> None:
-        raise AssertionError("never due")
+    def descriptors(self, dirty: list[Flushable]) -> tuple[list[int], list[Path]]:
+        return ([self.unsyncable], [Path("eventfd")]) if dirty else ([], [])
 
     def close(self) -> None:
         self.log.close()

@@ -23,42 +23,9 @@ from broker.slots import Slot
 from storage import group_commit
 from storage.faultfs import FaultyFileSystem
 from storage.group_commit import GroupCommit
-from storage.journal import Journal, PendingSync
+from storage.journal import Journal
 from storage.partition import PartitionLog
-from tests.support.group_commit import eventually, reply
-
-
-class SplitJournal:
-    """The Disk's journal with the split sync ``CoordinatorLog`` offers, so that the kernel
-    flusher runs: a "descriptor" is the index of a partition log."""
-
-    splits_sync = True
-    checkpoint_due = False
-
-    def __init__(self, journal: Journal, logs: list[PartitionLog]) -> None:
-        self.journal = journal
-        self.logs = logs
-
-    @property
-    def written_seq(self) -> int:
-        return self.journal.written_seq
-
-    def sync(self) -> int:
-        return self.journal.sync()
-
-    def sync_start(self) -> PendingSync | None:
-        started = self.journal.start_sync()
-        if started is None:
-            return None
-        target, dirty = started
-        indexes = [self.logs.index(log) for log in dirty]  # type: ignore[arg-type]
-        return PendingSync(target, dirty, indexes, [self.logs[i].directory for i in indexes])
-
-    def sync_finish(self, pending: PendingSync, synced: bool) -> int:
-        return self.journal.finish_sync(pending.target, pending.dirty, synced)
-
-    def checkpoint(self) -> None:
-        raise AssertionError("never due")
+from tests.support.group_commit import SplitJournal, eventually, reply
 
 
 class ThreadDatasync:

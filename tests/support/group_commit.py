@@ -1,13 +1,17 @@
-"""Helpers for the group-commit tests: replies to release, and waiting on a condition."""
+"""Helpers for the group-commit tests: replies to release, waiting on a condition, and a
+journal that offers the split sync the kernel flusher needs."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
 
 from broker.slots import Slot
+from storage.journal import Flushable, Journal, PendingSync
+from storage.partition import PartitionLog
 
 
 def reply(n: int) -> Slot:
@@ -23,3 +27,40 @@ async def eventually(condition: Callable[[], object], seconds: float = 10.0) -> 
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         await trio.sleep(0)
+
+
+class SplitJournal:
+    """The Disk's journal with the split sync ``CoordinatorLog`` offers, so that the kernel
+    flusher runs: a "descriptor" is the index of a partition log."""
+
+    splits_sync = True
+    checkpoint_due = False
+
+    def __init__(self, journal: Journal, logs: list[PartitionLog]) -> None:
+        self.journal = journal
+        self.logs = logs
+
+    @property
+    def written_seq(self) -> int:
+        return self.journal.written_seq
+
+    def sync(self) -> int:
+        return self.journal.sync()
+
+    def sync_start(self) -> PendingSync | None:
+        started = self.journal.start_sync()
+        if started is None:
+            return None
+        target, dirty = started
+        return PendingSync(target, dirty, *self.descriptors(dirty))
+
+    def descriptors(self, dirty: list[Flushable]) -> tuple[list[int], list[Path]]:
+        """What the kernel is asked to sync for ``dirty``, and the paths to name in errors."""
+        indexes = [self.logs.index(log) for log in dirty]  # type: ignore[arg-type]
+        return indexes, [self.logs[i].directory for i in indexes]
+
+    def sync_finish(self, pending: PendingSync, synced: bool) -> int:
+        return self.journal.finish_sync(pending.target, pending.dirty, synced)
+
+    def checkpoint(self) -> None:
+        raise AssertionError("never due")
