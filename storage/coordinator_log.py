@@ -318,23 +318,20 @@ class CoordinatorLog:
             return None
         target, dirty = started
         pending = PendingSync(target, dirty, [], [])
-        try:
-            for flushable in dirty:
-                if flushable is not self._wal:
-                    raise TypeError(f"{self.topic}: only the journal file can be synced in halves")
-                try:
-                    fd = self._wal.write_out()
-                except ValueError:
-                    if not self._wal.closed:
-                        raise
-                    continue  # closed since (the log is closing): nothing to sync
-                if fd is None:
-                    raise TypeError(f"{self._wal.path}: no descriptor to sync")
+        if dirty:  # while journaling, the journal file is the one log ever marked
+            try:
+                fd = self._wal.write_out()
+            except ValueError:
+                if not self._wal.closed:
+                    self._journal.finish_sync(target, dirty, False)
+                    raise
+                fd = None  # closed since (the log is closing): nothing to sync
+            except BaseException:
+                self._journal.finish_sync(target, dirty, False)
+                raise
+            if fd is not None:
                 pending.fds.append(fd)
                 pending.paths.append(self._wal.path)
-        except BaseException:
-            self._journal.finish_sync(target, dirty, False)
-            raise
         return pending
 
     def sync_finish(self, pending: PendingSync, synced: bool) -> int:

@@ -52,6 +52,7 @@ from typing import Any, Protocol, cast
 import trio
 
 from storage.aio import AsyncDatasync
+from storage.fs import located
 from storage.journal import PendingSync
 
 __all__ = ["GroupCommit", "KernelSync", "Observer", "Reply", "Signal", "SplitSyncable", "Syncable"]
@@ -295,7 +296,7 @@ class GroupCommit:
                     await trio.lowlevel.wait_readable(kernel.fileno())
                     for index, result in kernel.reap():
                         if result < 0 and failure is None:
-                            failure = OSError(-result, os.strerror(-result), str(pending.paths[index]))
+                            failure = located(OSError(-result, os.strerror(-result)), pending.paths[index])
                 if failure is not None:
                     raise failure
             synced = True

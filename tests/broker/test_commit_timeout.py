@@ -8,7 +8,6 @@ trio's MockClock decides when the timeout passes.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,7 @@ from broker.slots import Slot
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
 from storage.faultfs import FaultyFileSystem
-
-
-async def eventually(condition: Any, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await trio.sleep(0)
+from tests.support.group_commit import eventually
 
 
 def commit_body(offset: int, partitions: list[int]) -> dict[str, Any]:

@@ -6,7 +6,6 @@ import itertools
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -15,13 +14,7 @@ import trio.testing
 from storage.cleaner import CleanResult
 from storage.maintenance import Job, Maintenance
 from storage.partition import PartitionLog
-
-
-async def eventually(condition: Any, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await trio.sleep(0)
+from tests.support.group_commit import eventually
 
 
 class Recorder:
