@@ -32,7 +32,7 @@ from broker.metrics import REQUEST_BUCKETS, Family, Histogram, counter, gauge
 from broker.producers import ProducerIds
 from broker.record_validation import Refused, TopicRules, validate
 from broker.replication import AllSettled, Replication
-from broker.slots import Slot
+from broker.slots import Slot, set_all
 from broker.topics import TopicCatalog
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response
@@ -132,7 +132,7 @@ class DataService:
         self._arrived = trio.Event()
         self._journal = Journal()
         self.commit = GroupCommit(self._journal, durable=durable, on_failure=self._sync_failed,
-                                  name="topic partitions")
+                                  name="topic partitions", release=set_all)
         self._nursery: trio.Nursery | None = None
         self._producers: dict[PartitionLog, PartitionProducerState] = {}
         #: A cluster node's partition replication (None: one node, one replica).

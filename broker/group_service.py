@@ -33,7 +33,7 @@ from broker.coordinator.snapshot import payload as coordinator_snapshot_payload
 from broker.deadlines import DeadlineTask
 from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, counter, gauge
 from broker.replication import AllSettled, Replication
-from broker.slots import Slot
+from broker.slots import Slot, set_all
 from protocol.api_keys import ApiKey
 from protocol.codec import Request, encode_response, encode_response_body, response_frame
 from protocol.errors import ErrorCode
@@ -154,7 +154,7 @@ class GroupService:
             coordinator_log, durable=durable,
             timeout=commit_timeout_ms / 1000 if commit_timeout_ms is not None else None,
             on_failure=self._sync_failed, fsync_seconds=self.fsync_seconds, name=COORDINATOR_TOPIC,
-            wait_seconds=SYNC_WAIT_SECONDS,
+            wait_seconds=SYNC_WAIT_SECONDS, release=set_all,
         )
 
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -50,14 +50,19 @@ class Slot:
 
     def set(self) -> None:
         """The reply is ready to go out (``frame`` may be None: nothing to send)."""
-        self._ready = True
-        on_ready = self.on_ready
+        on_ready = self._mark_ready()
         if on_ready is not None:
-            self.on_ready = None
             on_ready()
+
+    def _mark_ready(self) -> Callable[[], None] | None:
+        """Ready, with its waiters woken; returns the connection's ``on_ready``, still to be called."""
+        self._ready = True
         waiters = self._waiters
         if waiters is not None:
             waiters.set()
+        on_ready = self.on_ready
+        self.on_ready = None
+        return on_ready
 
     def is_set(self) -> bool:
         return self._ready
@@ -73,3 +78,22 @@ class Slot:
     def fill(self, frame: bytes | None) -> None:
         self.frame = frame
         self.set()
+
+
+def set_all(replies: list[Any]) -> None:
+    """Release the replies one sync made durable (``storage.group_commit``), in their order.
+
+    Every slot is marked ready before any connection is told, so a connection with several
+    of them queued sends them all in one write, not one write (and one wake-up of its
+    client) per reply. Replies that are not slots have their event set as usual.
+    """
+    told: list[Callable[[], None]] = []
+    for reply in replies:
+        if type(reply) is Slot:
+            on_ready = reply._mark_ready()
+            if on_ready is not None:
+                told.append(on_ready)
+        else:
+            reply.event.set()
+    for on_ready in told:
+        on_ready()

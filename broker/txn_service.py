@@ -39,7 +39,7 @@ from broker.group_service import GroupService
 from broker.handlers.groups import client_info
 from broker.metrics import Family, counter, gauge
 from broker.replication import AllSettled, Replication
-from broker.slots import Slot
+from broker.slots import Slot, set_all
 from broker.txn import TransactionConfig, TransactionCoordinator, TxnEffects
 from broker.txn.api import BINDINGS, Binding, TypedRequest, error_result
 from broker.txn.markers import MarkerRequest, marker_requests_of
@@ -120,7 +120,8 @@ class TransactionService:
         # The server sets the group service's handler (stop the broker); transactions share it.
         self.on_storage_failure: StorageFailure = lambda what, exc: groups.on_storage_failure(what, exc)
         self.stopped = False
-        self.commit = GroupCommit(txn_log, durable=durable, on_failure=self._sync_failed, name=TRANSACTION_TOPIC)
+        self.commit = GroupCommit(txn_log, durable=durable, on_failure=self._sync_failed, name=TRANSACTION_TOPIC,
+                                  release=set_all)
         self._tickets: dict[int, tuple[Slot, Binding, TypedRequest]] = {}
         self._next_ticket = 0
         self.timers = DeadlineTask(lambda: self.coordinator.next_deadline(),

@@ -11,8 +11,10 @@ waits here on N:
   one more is due. The thread lives as long as the flusher, so a sync costs no thread
   hand-off beyond its wake-up and its result;
 - when a sync returns, waiting replies whose number it covers are released in the order
-  they were queued; a reply whose number is already durable is released at once and
-  never queued;
+  they were queued, all in one call of ``release`` (the broker's ``broker.slots.set_all``
+  marks them all ready before any connection sends, so the replies a connection has
+  waiting on one sync leave in one write); a reply whose number is already durable is
+  released at once and never queued;
 - a log that can split its sync (``CoordinatorLog``: write the journal file, then
   fdatasync it) gets the *kernel* flusher where Linux offers asynchronous fdatasync
   (``storage.aio``): the write is made on the event loop and the kernel runs the
@@ -129,6 +131,11 @@ class Observer(Protocol):
 TimeoutReply = Callable[[Any, Any], bytes]
 
 
+def _set_each(replies: list[Reply]) -> None:
+    for reply in replies:
+        reply.event.set()
+
+
 def _reraise(exc: OSError) -> None:
     raise exc
 
@@ -147,6 +154,7 @@ class GroupCommit:
         name: str = "log",
         wait_seconds: float = 0.0,
         datasync: Callable[[], KernelSync | None] | None = AsyncDatasync.open,
+        release: Callable[[list[Reply]], None] | None = None,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
@@ -158,6 +166,7 @@ class GroupCommit:
         self.name = name
         self.wait_seconds = wait_seconds
         self.datasync = datasync
+        self._release = release if release is not None else _set_each
         #: Which flusher runs: "kernel" (``_kernel_flusher``), "waiting" or "thread"; set by ``run``.
         self.flusher = ""
         #: The highest append number known durable (with durable=False: nothing is awaited).
@@ -387,8 +396,11 @@ class GroupCommit:
         if durable > self.durable_seq:
             self.durable_seq = durable
         waiting = self._waiting
-        while waiting and waiting[0][0] <= durable:
-            waiting.popleft()[1].event.set()
+        if waiting and waiting[0][0] <= durable:
+            released = []
+            while waiting and waiting[0][0] <= durable:
+                released.append(waiting.popleft()[1])
+            self._release(released)
         timed = self._timed  # released waiters are a prefix of the timed ones too
         while timed and timed[0][1].event.is_set():
             timed.popleft()

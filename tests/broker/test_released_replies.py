@@ -1,0 +1,96 @@
+"""Replies that one sync makes durable leave their connection together, in one write.
+
+A client that pipelines its commits has several replies waiting for the same sync. They
+are released together (``broker.slots.set_all``), so the connection sends them as one
+write instead of one write per reply: on a busy broker that is a socket call and a wake-up
+of the client saved for every reply after the first.
+
+The real ``Server`` runs in-process on a loopback port with durable commits; ``os.write``
+is wrapped to see which writes carry the commit replies.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from broker.config import Config
+from broker.server import Server
+from protocol.codec import decode_response, encode_request
+from tests.support.wire import WireClient
+
+PIPELINED = 8
+FIRST_ID = 1000
+
+
+def commit(correlation_id: int, offset: int) -> bytes:
+    body = {"group_id": "pipelined", "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                     "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    return encode_request(8, 7, correlation_id, body, "kcoord-test")
+
+
+def correlation_ids(payload: bytes) -> list[int]:
+    """The correlation ids of the whole reply frames in one write."""
+    ids, at = [], 0
+    while at + 8 <= len(payload):
+        size, correlation_id = struct.unpack_from(">ii", payload, at)
+        ids.append(correlation_id)
+        at += 4 + size
+    return ids
+
+
+def client_run(address: tuple[str, int]) -> list[int]:
+    with WireClient(*address) as client:
+        created = client.request(19, 4, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
+                                                    "assignments": [], "configs": []}],
+                                         "timeout_ms": 5000, "validate_only": False})
+        assert created.topics[0].error_code == 0
+        client.send_raw(commit(FIRST_ID - 1, 1))  # the group's first commit, alone
+        _, first = decode_response(8, 7, client.recv_frame())
+        assert first.topics[0].partitions[0].error_code == 0
+        client.send_raw(b"".join(commit(FIRST_ID + i, 2 + i) for i in range(PIPELINED)))
+        errors = []
+        for i in range(PIPELINED):
+            got, body = decode_response(8, 7, client.recv_frame())
+            assert got == FIRST_ID + i
+            errors.append(body.topics[0].partitions[0].error_code)
+        return errors
+
+
+async def test_pipelined_commits_released_by_one_sync_leave_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[list[int]] = []
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            ids = [i for i in correlation_ids(bytes(data)) if FIRST_ID <= i < FIRST_ID + PIPELINED]
+            if ids:
+                writes.append(ids)
+        return real_write(fd, data)
+
+    config = Config({"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0,
+                     "log.flush.policy": "durable", "shutdown.grace.ms": 1000})
+    server = Server(config, "127.0.0.1", 0, tmp_path / "data")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(server.serve)
+        monkeypatch.setattr(os, "write", write)
+        with trio.fail_after(60):
+            errors = await trio.to_thread.run_sync(client_run, address)
+        monkeypatch.undo()
+        assert server.groups is not None
+        syncs = server.groups.commit.syncs
+        nursery.cancel_scope.cancel()
+    assert errors == [0] * PIPELINED
+    assert syncs >= 2, "the commits were made durable before their replies"
+    assert writes == [list(range(FIRST_ID, FIRST_ID + PIPELINED))], \
+        "the replies one sync released went out in one write, in request order"
