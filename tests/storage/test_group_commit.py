@@ -184,7 +184,14 @@ async def test_replies_wait_for_their_fsync_and_are_released_in_order(disk: Disk
 
 
 async def test_appends_made_during_an_fsync_share_the_next_one(disk: Disk) -> None:
-    commit = disk.commit()
+    released: list[list[int]] = []
+
+    def release(replies: list[Any]) -> None:  # records what each sync released, and releases it
+        released.append([r.correlation_id for r in replies])
+        for r in replies:
+            r.event.set()
+
+    commit = disk.commit(release=release)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         disk.hold()
@@ -203,33 +210,8 @@ async def test_appends_made_during_an_fsync_share_the_next_one(disk: Disk) -> No
         await eventually(lambda: all(r.event.is_set() for r in later))
         assert first.event.is_set()
         assert commit.syncs == 2, "one sync for the first append, one shared by the other forty"
+        assert released == [[0], list(range(1, 41))], "each sync's replies released together, in order"
         assert disk.fsyncs - before <= 2, "the second sync fsynced each partition once"
-        nursery.cancel_scope.cancel()
-
-
-async def test_the_replies_one_sync_makes_durable_are_released_together_in_order(disk: Disk) -> None:
-    released: list[list[int]] = []
-
-    def release(replies: list[Any]) -> None:
-        released.append([r.correlation_id for r in replies])
-        for r in replies:
-            r.event.set()
-
-    commit = disk.commit(release=release)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(commit.run)
-        disk.hold()
-        first = reply(0)
-        commit.reply_when_durable(disk.append(), first)
-        commit.appended()
-        await thread_entered(disk.entered)  # sync 1 covers the first append only
-        later = [reply(n) for n in range(1, 6)]
-        for n, r in enumerate(later, 1):
-            commit.reply_when_durable(disk.append(n % 2), r)
-        commit.appended()
-        disk.release()
-        await eventually(lambda: all(r.event.is_set() for r in later))
-        assert released == [[0], [1, 2, 3, 4, 5]]
         nursery.cancel_scope.cancel()
 
 
