@@ -157,7 +157,9 @@ def encode_sync_group(version: int, r: Result) -> dict[str, Any]:
 
 
 def decode_heartbeat(version: int, body: Body, client: ClientInfo) -> HeartbeatRequest:
-    return HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
+    # Item access: a heartbeat is the most frequent request, and a construct Container's
+    # attribute access is a Python call.
+    return HeartbeatRequest(body["group_id"], body["generation_id"], body["member_id"],
                             body.get("group_instance_id") if version >= 3 else None)
 
 
@@ -268,17 +270,17 @@ def encode_txn_offset_commit(version: int, r: Result) -> dict[str, Any]:
 def _fetch_topics(topics: Any) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     if topics is None:
         return None
-    return tuple((t.name, tuple(t.partition_indexes)) for t in topics)
+    return tuple((t["name"], tuple(t["partition_indexes"])) for t in topics)
 
 
 def decode_offset_fetch(version: int, body: Body, client: ClientInfo) -> OffsetFetchRequest:
     if version >= 8:
         groups = tuple(
-            FetchGroup(g.group_id, _fetch_topics(g.topics), g.get("member_id"), g.get("member_epoch", -1))
-            for g in body.groups
+            FetchGroup(g["group_id"], _fetch_topics(g["topics"]), g.get("member_id"), g.get("member_epoch", -1))
+            for g in body["groups"]
         )
     else:
-        groups = (FetchGroup(body.group_id, _fetch_topics(body.topics)),)
+        groups = (FetchGroup(body["group_id"], _fetch_topics(body["topics"])),)
     return OffsetFetchRequest(groups, bool(body.get("require_stable", False)) if version >= 7 else False)
 
 
@@ -403,19 +405,20 @@ def encode_delete_groups(version: int, r: Result) -> dict[str, Any]:
 
 
 def decode_consumer_group_heartbeat(version: int, body: Body, client: ClientInfo) -> ConsumerGroupHeartbeatRequest:
-    names = body.subscribed_topic_names
-    owned = body.topic_partitions
+    # Item access throughout, as in decode_heartbeat: a member sends one every few seconds.
+    names = body["subscribed_topic_names"]
+    owned = body["topic_partitions"]
     return ConsumerGroupHeartbeatRequest(
-        group_id=body.group_id,
-        member_id=body.member_id,
-        member_epoch=body.member_epoch,
-        instance_id=body.instance_id,
-        rack_id=body.rack_id,
-        rebalance_timeout_ms=body.rebalance_timeout_ms,
+        group_id=body["group_id"],
+        member_id=body["member_id"],
+        member_epoch=body["member_epoch"],
+        instance_id=body["instance_id"],
+        rack_id=body["rack_id"],
+        rebalance_timeout_ms=body["rebalance_timeout_ms"],
         subscribed_topic_names=None if names is None else tuple(names),
         subscribed_topic_regex=body.get("subscribed_topic_regex") if version >= 1 else None,
-        server_assignor=body.server_assignor,
-        topic_partitions=None if owned is None else tuple((tp.topic_id, tuple(tp.partitions)) for tp in owned),
+        server_assignor=body["server_assignor"],
+        topic_partitions=None if owned is None else tuple((tp["topic_id"], tuple(tp["partitions"])) for tp in owned),
         client=client,
         client_member_id=version >= 1,
     )
