@@ -20,7 +20,16 @@ from pathlib import Path
 
 import trio
 
-from bench import cluster_bench, console_bench, loadgen, replication_bench, security_bench, startup, txn_bench
+from bench import (
+    cluster_bench,
+    commit_cost,
+    console_bench,
+    loadgen,
+    replication_bench,
+    security_bench,
+    startup,
+    txn_bench,
+)
 from bench.brokers import REPO, Broker, free_port, start_kcoord, start_tansu, tansu_binary
 
 GROUP_LIMIT_S = 60.0
@@ -69,6 +78,15 @@ class Bench:
         self.figures: dict[str, Figure] = {}
         self.failures: list[str] = []
         self.only: set[str] = set(WORKLOADS)
+        #: The machine's speed on kcoord's own request path, before and after the loads (``calibrate``).
+        self.calibration: list[tuple[float, float]] = []
+
+    def calibrate(self) -> None:
+        """CPU seconds per one-partition OffsetCommit and per additional offset, in process
+        (``bench.commit_cost``: no sockets, no load generator), so that runs on different
+        days, or on a machine that other tenants slow down, can be compared."""
+        t1, t100 = commit_cost.measure(8, 4000, 5)
+        self.calibration.append((t1, (t100 - t1) / (commit_cost.PARTITIONS - 1)))
 
     def record(self, key: str, unit: str, higher: bool, broker: str, value: float,
                cpu_per_1k: float | None = None, note: str = "") -> None:
@@ -285,6 +303,17 @@ def summary(bench: Bench) -> list[str]:
     return [line, ""]
 
 
+def calibration_lines(bench: Bench) -> list[str]:
+    if not bench.calibration:
+        return []
+    per_request = " and ".join(f"{t1 * 1e6:.1f}" for t1, _ in bench.calibration)
+    per_offset = " and ".join(f"{t * 1e6:.2f}" for _, t in bench.calibration)
+    return [f"- This machine on kcoord's request path, in process (`python -m bench.commit_cost`: no sockets, "
+            f"no load generator), before and after the loads: {per_request} us of CPU per one-partition "
+            f"OffsetCommit, {per_offset} us per additional offset. The figures of runs on other days or "
+            "machines compare through these."]
+
+
 def write_report(bench: Bench, extra: list[str], path: Path) -> None:
     tansu = tansu_binary()
     lines = [
@@ -333,6 +362,7 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         f"- Load: {bench.seconds:g} s per shape, depth 1 and 8 per connection for the offsets rows, 8 for the "
         "others, "
         f"{bench.processes} load-generator process(es)",
+        *calibration_lines(bench),
         "",
         "## Reproduce",
         "",
@@ -365,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bench = Bench(args.seconds, args.rounds, args.members, with_tansu, args.processes)
     bench.only = set(args.only)
+    bench.calibrate()
     bench.run()
     extra = startup.run(args.startup_records) if args.startup_records else []
     extra += ["", *security_bench.run(args.seconds)]
@@ -372,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cluster" in bench.only:
         extra += ["", *cluster_bench.run(args.seconds, with_tansu, args.rounds)]
         extra += ["", *replication_bench.run(args.seconds)]
+    bench.calibrate()
     write_report(bench, extra, args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
