@@ -124,14 +124,29 @@ def decode_request(frame: bytes, served: dict[int, Message] | None = None) -> Re
         raise ProtocolError("frame shorter than a request header")
     api_key, api_version, correlation_id = _PREFIX.unpack_from(frame, 0)
     message = (REQUESTS if served is None else served).get(api_key)
-    if message is None or not message.min_version <= api_version <= message.max_version:
+    if message is None:
         raise UnsupportedRequest(api_key, api_version, correlation_id)
+    codecs = _REQUEST_CODECS.get((message, api_version))
+    if codecs is None:
+        if not message.min_version <= api_version <= message.max_version:
+            raise UnsupportedRequest(api_key, api_version, correlation_id)
+        codecs = _request_codecs(message, api_version)
+    header_codec, body_codec, header_version = codecs
+    (client_id,), pos = header_codec.decode(frame, 0)
+    body, _ = body_codec.decode(frame, pos)
+    return Request(RequestHeader(api_key, api_version, correlation_id, client_id, header_version), message, body)
+
+
+#: (message, version) -> (its request header's codec, its body's codec, the header version), for
+#: ``decode_request``: one lookup per request. Only versions the message declares are kept.
+_REQUEST_CODECS: dict[tuple[Message, int], tuple[CompiledStruct, CompiledStruct, int]] = {}
+
+
+def _request_codecs(message: Message, api_version: int) -> tuple[CompiledStruct, CompiledStruct, int]:
     body_codec = compiled_for(message, api_version)
     header_version = 2 if body_codec.flexible else 1
-    (client_id,), pos = _request_header(header_version).decode(frame, 0)
-    body, _ = body_codec.decode(frame, pos)
-    header = RequestHeader(api_key, api_version, correlation_id, client_id, header_version)
-    return Request(header, message, body)
+    codecs = _REQUEST_CODECS[(message, api_version)] = (_request_header(header_version), body_codec, header_version)
+    return codecs
 
 
 def encode_body(message: Message, version: int, body: Any) -> bytes:
