@@ -198,8 +198,8 @@ def encode_leave_group(version: int, r: Result) -> dict[str, Any]:
 
 def decode_offset_commit(version: int, body: Body, client: ClientInfo) -> OffsetCommitRequest:
     # Item access: the body is a construct Container, whose attribute access is a Python call.
-    # CommitPartition is built with tuple.__new__: a named tuple's own constructor is a
-    # Python call, and this runs once per committed offset.
+    # The named tuples are built with tuple.__new__ and every field in order: a named tuple's
+    # own constructor is a Python call, and this runs for every commit and committed offset.
     new_tuple = tuple.__new__
     partition_type = CommitPartition
     epochs = version >= 6
@@ -211,16 +211,17 @@ def decode_offset_commit(version: int, body: Body, client: ClientInfo) -> Offset
                                                  p["committed_metadata"] or "",
                                                  p["commit_timestamp"] if client_time else -1))
                       for p in topic["partitions"]]
-        topics.append(CommitTopic(topic["name"], tuple(partitions)))
-    return OffsetCommitRequest(
-        group_id=body["group_id"],
-        generation_id_or_member_epoch=body["generation_id_or_member_epoch"] if version >= 1 else -1,
-        member_id=body["member_id"] if version >= 1 else "",
-        group_instance_id=body.get("group_instance_id") if version >= 7 else None,
-        retention_ms=body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
-        topics=tuple(topics),
-        consumer_protocol_version=version >= 9,
-    )
+        topics.append(new_tuple(CommitTopic, (topic["name"], tuple(partitions))))
+    return new_tuple(OffsetCommitRequest, (
+        body["group_id"],
+        body["generation_id_or_member_epoch"] if version >= 1 else -1,  # generation_id_or_member_epoch
+        body["member_id"] if version >= 1 else "",  # member_id
+        body.get("group_instance_id") if version >= 7 else None,  # group_instance_id
+        body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,  # retention_ms
+        tuple(topics),
+        version >= 9,  # consumer_protocol_version
+        False,  # transactional
+    ))
 
 
 def _partition_errors(topics: PartitionErrors) -> list[dict[str, Any]]:

@@ -138,14 +138,17 @@ class CommitPartition(NamedTuple):
     commit_timestamp: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class CommitTopic:
+class CommitTopic(NamedTuple):
+    """One topic of a commit (named tuples, like ``CommitPartition``: built for every commit)."""
+
     name: str
     partitions: tuple[CommitPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitRequest:
+class OffsetCommitRequest(NamedTuple):
+    """An OffsetCommit of any version (a named tuple: a frozen dataclass costs a Python call
+    per field to build, and one is built for every commit)."""
+
     group_id: str
     #: A classic group's generation, or a consumer group member's epoch; -1 when not given.
     generation_id_or_member_epoch: int
@@ -183,8 +186,9 @@ class TxnOffsetCommitRequest:
 PartitionErrors = tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]  # topic -> (partition, error)
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitResult:
+class OffsetCommitResult(NamedTuple):
+    """Each partition's error (a named tuple: the reply cache hashes one for every commit)."""
+
     topics: PartitionErrors
 
 
