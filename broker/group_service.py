@@ -230,7 +230,8 @@ class GroupService:
         self._tickets[ticket] = (slot, binding, typed)
         audit = admin_audit.snapshot(header.api_key, request.body, self.coordinator.offsets) \
             if header.api_key in admin_audit.AUDITED else None
-        self.apply(binding.handle(self.coordinator, ticket, self.clock(), typed))
+        now = self.clock()
+        self.apply(binding.handle(self.coordinator, ticket, now, typed), now=now)
         if audit is not None:
             admin_audit.log_changes(audit, self.coordinator.offsets, self.coordinator.groups, client)
         return slot
@@ -256,8 +257,10 @@ class GroupService:
     def on_topic_deleted(self, topic: str) -> None:
         self.apply(self.coordinator.on_topic_deleted(topic, self.clock()))
 
-    def apply(self, fx: Effects, answered: tuple[Slot, ...] = ()) -> None:
+    def apply(self, fx: Effects, answered: tuple[Slot, ...] = (), now: int | None = None) -> None:
         """Append the effects' records, then queue or release their replies (and ``answered``).
+
+        ``now``: the time the coordinator was called with (the batches' timestamp), if known.
 
         If an append fails the broker stops (``on_storage_failure``) and none of these
         replies is released: the coordinator's memory is ahead of its log now.
@@ -265,14 +268,17 @@ class GroupService:
         if self.stopped:
             return
         written: dict[int, int] = {}
+        replication = self.replication
         if fx.records or fx.transactional:
-            now = self.clock()
+            if now is None:
+                now = self.clock()
             log_ = self.log
+            appended = 0
             try:
                 for group_id, records in fx.records.items():
                     log_.append(group_id, encode_records(records, self._group_records), now)
-                    self.records_appended += len(records)
-                    if self.replication is not None:
+                    appended += len(records)
+                    if replication is not None:
                         partition = log_.partition_of(group_id)
                         plog = log_.partition_log(partition)
                         if plog is not None:
@@ -280,8 +286,8 @@ class GroupService:
                 for (group_id, producer_id, epoch), records in fx.transactional.items():
                     log_.append(group_id, encode_records(records, self._group_records), now,
                                 producer_id=producer_id, producer_epoch=epoch)
-                    self.records_appended += len(records)
-                    if self.replication is not None:
+                    appended += len(records)
+                    if replication is not None:
                         # A TxnOffsetCommit is answered once the ISR has it: its COMMIT marker,
                         # written later, must never reach a log that lost the offsets.
                         partition = log_.partition_of(group_id)
@@ -292,24 +298,36 @@ class GroupService:
                 self.stopped = True
                 self.on_storage_failure(f"appending to {COORDINATOR_TOPIC}", exc)
                 return
+            self.records_appended += appended
             self.batches_appended += len(fx.records) + len(fx.transactional)
-            self._records_since_snapshot += fx.record_count
+            self._records_since_snapshot += appended
             self.commit.appended()
         needed = self.log.written_seq
-        replies: list[tuple[Slot, Result | None, Binding | None, Any]] = []
-        for ticket, result in fx.replies:
-            entry = self._tickets.pop(ticket, None)
-            if entry is None:
-                continue
-            slot, binding, typed = entry
-            slot.frame = self._reply_frame(slot, binding, result)
-            replies.append((slot, result, binding, typed))
-        replies.extend((slot, None, None, None) for slot in answered)
-        if self.replication is not None and written:
+        tickets = self._tickets
+        if replication is not None and written:
+            replies: list[tuple[Slot, Result | None, Binding | None, Any]] = []
+            for ticket, result in fx.replies:
+                entry = tickets.pop(ticket, None)
+                if entry is not None:
+                    slot, binding, typed = entry
+                    slot.frame = self._reply_frame(slot, binding, result)
+                    replies.append((slot, result, binding, typed))
+            replies.extend((slot, None, None, None) for slot in answered)
             self._after_replication(written, needed, replies)
         else:
-            for slot, reply_result, _, _ in replies:
-                self._when_durable(needed, slot, reply_result)
+            # ``_when_durable`` of each reply, inlined: this runs for every request.
+            reply_when_durable = self.commit.reply_when_durable
+            for ticket, result in fx.replies:
+                entry = tickets.pop(ticket, None)
+                if entry is not None:
+                    slot, binding, _ = entry
+                    slot.frame = self._reply_frame(slot, binding, result)
+                    if result is not None and slot.api_key == OFFSET_COMMIT:
+                        reply_when_durable(needed, slot, commit_timed_out, result)
+                    else:
+                        reply_when_durable(needed, slot)
+            for slot in answered:
+                reply_when_durable(needed, slot)
         # Wake the timer task only if the earliest deadline moved earlier than what it
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
         self.timers.moved()

@@ -80,12 +80,3 @@ class Effects:
             if t == ticket:
                 return result
         return None
-
-    @property
-    def record_count(self) -> int:
-        count = 0  # a loop, not sum() over generators: read once per request
-        for records in self.records.values():
-            count += len(records)
-        for records in self.transactional.values():
-            count += len(records)
-        return count
