@@ -214,10 +214,12 @@ class OffsetStore:
                 continue
             if offsets is None or topic_name != topic or group_id != group:
                 group, topic = group_id, topic_name
-                self.put(group, topic, partition, value)
                 offsets = self._find(group, topic)
-            else:
-                offsets.put(partition, value)
+                if offsets is None:  # the group's first offset of this topic
+                    self.put(group, topic, partition, value)
+                    offsets = self._find(group, topic)
+                    continue
+            offsets.put(partition, value)
 
     def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
         offsets = self._find(group, topic)
