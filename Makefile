@@ -6,6 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
+# kcoord's own packages (pyproject.toml's packages.find): linted, type-checked, byte-compiled.
+PACKAGES := broker protocol storage pipeline security admin kcoord console cluster
 
 .PHONY: run run-cluster etcd cluster-failures pipeline test lint typecheck unit integration integration-loaded \
 	bench bench-pipeline clean compose-tools compose-wheels compose-base compose-test compose-up compose-down \
@@ -58,10 +60,10 @@ pipeline: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[pipeline]'
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check broker protocol storage pipeline security admin kcoord console cluster tests bench deploy
+	$(BIN)/ruff check $(PACKAGES) tests bench deploy
 
 typecheck: $(VENV)/.installed-dev
-	$(BIN)/mypy protocol broker storage pipeline security admin kcoord console cluster
+	$(BIN)/mypy $(PACKAGES)
 
 # The compose topology (tests/integration/test_topology.py) runs here too when containers can
 # run on this machine; compose-tools installs podman for it where it can, and the test says
@@ -69,7 +71,7 @@ typecheck: $(VENV)/.installed-dev
 # kcoord's modules are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set, every broker
 # process a test starts would otherwise compile them all from source again (a third of a start).
 test: lint typecheck compose-tools console-deps etcd
-	$(BIN)/python -m compileall -q broker protocol storage pipeline security admin kcoord console cluster >/dev/null
+	$(BIN)/python -m compileall -q $(PACKAGES) >/dev/null
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 

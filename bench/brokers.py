@@ -13,13 +13,15 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: kcoord's packages (pyproject.toml's ``packages.find``), byte-compiled before a broker starts.
-PACKAGES = ("broker", "protocol", "storage", "pipeline", "admin", "kcoord", "console", "security", "cluster")
+PACKAGES = tuple(pattern.rstrip("*") for pattern in
+                 tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"])
 _compiled = False
 
 
