@@ -23,7 +23,7 @@ from broker.config import SETTINGS
 from broker.coordinator.config import CoordinatorConfig
 from broker.coordinator.group_configs import GROUP_CONFIGS, GroupConfigs, decode_record, encode_record
 from broker.metrics import Family, counter, gauge
-from broker.slots import Slot
+from broker.slots import Slot, set_all
 from broker.topic_configs import ConfigSource, ConfigType
 from protocol.codec import Request, encode_response
 from storage.fs import REAL_FS, FileSystem
@@ -60,7 +60,7 @@ class GroupConfigService:
         self.stopped = False
         self._journal = Journal()
         self.commit = GroupCommit(self._journal, durable=durable, on_failure=self._sync_failed,
-                                  name="group config log")
+                                  name="group config log", release=set_all)
         self._nursery: trio.Nursery | None = None
         self.changes = 0
 

@@ -19,7 +19,7 @@ from typing import Any
 import trio
 
 from broker.metrics import Family, counter, gauge
-from broker.slots import Slot
+from broker.slots import Slot, set_all
 from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
 from security import management
@@ -62,7 +62,7 @@ class SecurityService:
         self.stopped = False
         self._journal = Journal()
         self.commit = GroupCommit(self._journal, durable=durable, on_failure=self._sync_failed,
-                                  name="security log")
+                                  name="security log", release=set_all)
         # Metrics: plain counters, read at scrape time.
         self.logins: dict[tuple[str, str], int] = {}  # (mechanism, "success" | "failure") -> count
         self.denials: dict[str, int] = {}  # API name -> denied requests
