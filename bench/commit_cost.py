@@ -14,14 +14,25 @@ counted: every commit was applied and written to the log.
 
 ``--profile N`` runs cProfile over the N-partition workload instead and prints the top
 functions.
+
+``--instructions`` counts the instructions the interpreter executes per request instead,
+with valgrind (``cachegrind``, no cache simulation) over two runs of different lengths:
+unlike CPU time, the count does not move with the machine's load or speed, so two
+versions of the code compare on any machine (a run takes about a minute). valgrind must be
+installed (Debian: ``apt-get install valgrind``).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -151,6 +162,38 @@ def profile(version: int, partitions: int, requests: int, top: int) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
+def route_only(version: int, partitions: int, requests: int) -> None:
+    """Warm up, then route ``requests`` commits: what ``instructions`` runs under valgrind."""
+    with in_process_broker() as (broker, router):
+        workload = Workload("commit-cost-instructions", partitions, version)
+        run_round(router, workload.frames(100))
+        run_round(router, workload.frames(requests))
+        read_back(broker, router, workload)
+
+
+def instructions(version: int, partitions: int, requests: int) -> float:
+    """Instructions per request: the count of a run of ``requests`` less one of a tenth as
+    many, over the difference (start-up, warm-up and read-back cancel out)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in both runs
+
+    def count(n: int) -> int:
+        done = subprocess.run(
+            [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+             sys.executable, "-m", "bench.commit_cost", "--version", str(version), "--route-only", str(n),
+             "--partitions", str(partitions)],
+            env=env, capture_output=True, text=True, check=True)
+        found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+        if found is None:
+            raise RuntimeError(f"no instruction count in valgrind's output: {done.stderr[-500:]}")
+        return int(found.group(1).replace(",", ""))
+
+    few = max(1, requests // 10)
+    return (count(requests) - count(few)) / (requests - few)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", type=int, default=8, help="OffsetCommit version (loadgen uses 7)")
@@ -159,7 +202,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", type=int, metavar="PARTITIONS", help="cProfile this many partitions per request")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per request with valgrind instead of timing")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions per request (--instructions)")
+    parser.add_argument("--route-only", type=int, metavar="REQUESTS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.route_only is not None:
+        route_only(args.version, args.partitions, args.route_only)
+        return 0
+    if args.instructions:
+        requests = args.requests if args.partitions == 1 else max(20, args.requests // 10)
+        per_request = instructions(args.version, args.partitions, requests)
+        print(f"OffsetCommit v{args.version}, {args.partitions} partition(s) per request: "
+              f"{per_request:,.0f} instructions per request (valgrind, in process)")
+        return 0
     if args.profile:
         profile(args.version, args.profile, args.requests // 10 if args.profile > 1 else args.requests, args.top)
         return 0
