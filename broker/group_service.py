@@ -341,6 +341,8 @@ class GroupService:
         """
         api_key, version = slot.api_key, slot.version
         if api_key not in REPEATING_REPLIES:
+            if binding.encode_body is not None:
+                return response_frame(api_key, version, slot.correlation_id, binding.encode_body(version, result))
             return encode_response(api_key, version, slot.correlation_id, binding.encode(version, result))
         bodies = self._reply_bodies
         key = (api_key, version, result)
