@@ -10,7 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.coordinator.api import BINDINGS, encode_offset_fetch, offset_fetch_body
+from broker.coordinator.api import BINDINGS, encode_offset_fetch
+from broker.coordinator.packed import offset_fetch_body
 from broker.coordinator.requests import FetchedGroup, FetchedPartition, OffsetFetchResult
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_response, encode_response_body, response_frame
