@@ -15,7 +15,8 @@ counted: every commit was applied and written to the log.
 ``--profile N`` runs cProfile over the N-partition workload instead and prints the top
 functions.
 
-``--instructions`` counts the instructions the interpreter executes per request instead,
+``--instructions`` (with ``--fetch``: of OffsetFetch v7 instead of commits) counts the
+instructions the interpreter executes per request instead,
 with valgrind (``cachegrind``, no cache simulation) over two runs of different lengths:
 unlike CPU time, the count does not move with the machine's load or speed, so two
 versions of the code compare on any machine (a run takes about a minute). valgrind must be
@@ -39,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.loadgen import FrameFactory, commit_factory
+from bench.loadgen import FrameFactory, commit_factory, fetch_offsets_factory
 from broker.app import Broker
 from broker.config import Config
 from broker.context import BrokerContext
@@ -51,6 +52,7 @@ from protocol.codec import decode_response, encode_request
 TOPIC = "bench"
 PARTITIONS = 100
 PEER = "127.0.0.1:50000"
+FETCH_VERSION = 7  # the load generator's
 
 
 @contextmanager
@@ -162,16 +164,23 @@ def profile(version: int, partitions: int, requests: int, top: int) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
-def route_only(version: int, partitions: int, requests: int) -> None:
-    """Warm up, then route ``requests`` commits: what ``instructions`` runs under valgrind."""
+def route_only(version: int, partitions: int, requests: int, fetch: bool = False) -> None:
+    """Warm up, then route ``requests`` commits (or, with ``fetch``, OffsetFetches of the
+    offsets committed): what ``instructions`` runs under valgrind."""
     with in_process_broker() as (broker, router):
         workload = Workload("commit-cost-instructions", partitions, version)
         run_round(router, workload.frames(100))
-        run_round(router, workload.frames(requests))
+        if not fetch:
+            run_round(router, workload.frames(requests))
+        else:
+            factory = fetch_offsets_factory(workload.group, TOPIC, partitions, FETCH_VERSION)
+            frames = [factory(i)[4:] for i in range(1, requests + 101)]
+            run_round(router, frames[:100])
+            run_round(router, frames[100:])
         read_back(broker, router, workload)
 
 
-def instructions(version: int, partitions: int, requests: int) -> float:
+def instructions(version: int, partitions: int, requests: int, fetch: bool = False) -> float:
     """Instructions per request: the count of a run of ``requests`` less one of a tenth as
     many, over the difference (start-up, warm-up and read-back cancel out)."""
     valgrind = shutil.which("valgrind")
@@ -183,7 +192,7 @@ def instructions(version: int, partitions: int, requests: int) -> float:
         done = subprocess.run(
             [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
              sys.executable, "-m", "bench.commit_cost", "--version", str(version), "--route-only", str(n),
-             "--partitions", str(partitions)],
+             "--partitions", str(partitions), *(["--fetch"] if fetch else [])],
             env=env, capture_output=True, text=True, check=True)
         found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
         if found is None:
@@ -205,15 +214,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per request with valgrind instead of timing")
     parser.add_argument("--partitions", type=int, default=1, help="partitions per request (--instructions)")
+    parser.add_argument("--fetch", action="store_true",
+                        help="with --instructions: OffsetFetch v7 of the committed offsets instead of commits")
     parser.add_argument("--route-only", type=int, metavar="REQUESTS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.route_only is not None:
-        route_only(args.version, args.partitions, args.route_only)
+        route_only(args.version, args.partitions, args.route_only, args.fetch)
         return 0
     if args.instructions:
         requests = args.requests if args.partitions == 1 else max(20, args.requests // 10)
-        per_request = instructions(args.version, args.partitions, requests)
-        print(f"OffsetCommit v{args.version}, {args.partitions} partition(s) per request: "
+        per_request = instructions(args.version, args.partitions, requests, args.fetch)
+        what = f"OffsetFetch v{FETCH_VERSION}" if args.fetch else f"OffsetCommit v{args.version}"
+        print(f"{what}, {args.partitions} partition(s) per request: "
               f"{per_request:,.0f} instructions per request (valgrind, in process)")
         return 0
     if args.profile:
