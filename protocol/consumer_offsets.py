@@ -10,6 +10,7 @@ consumer group values v0, as Kafka does.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -203,6 +204,7 @@ _TWO_TIMESTAMPS = struct.Struct(">qq")
 _REFUSED = (struct.error, UnicodeEncodeError, AttributeError, TypeError)
 
 
+@functools.lru_cache(maxsize=4096)  # a consumer commits the same group and topic again and again
 def offset_key_prefix(group: str, topic: str) -> bytes | None:
     """The bytes every offset key of ``group`` and ``topic`` starts with (None: not packable
     directly, use ``encode_key``); ``encode_offset_key`` appends the partition."""

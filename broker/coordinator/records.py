@@ -319,23 +319,6 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     })
 
 
-#: Offset key prefixes by (group, topic): a consumer commits the same ones again and again.
-_KEY_PREFIXES: dict[tuple[str, str], bytes | None] = {}
-KEY_PREFIXES_KEPT = 4096
-
-
-def _key_prefix(group_id: str, topic: str) -> bytes | None:
-    """``offset_key_prefix``, remembered for the last few thousand (group, topic) pairs."""
-    try:
-        return _KEY_PREFIXES[group_id, topic]
-    except KeyError:
-        pass
-    if len(_KEY_PREFIXES) >= KEY_PREFIXES_KEPT:
-        _KEY_PREFIXES.clear()
-    prefix = _KEY_PREFIXES[group_id, topic] = offset_key_prefix(group_id, topic)
-    return prefix
-
-
 def encode_all(records: list[CoordinatorRecord],
                latest: dict[bytes, bytes] | None = None) -> list[tuple[bytes, bytes | None]]:
     """``[encode(r) for r in records]``; offset records of one group and topic share their key's prefix.
@@ -354,7 +337,7 @@ def encode_all(records: list[CoordinatorRecord],
             group_id, topic_name, partition, offset = record
             if topic_name != topic or group_id != group:
                 group, topic = group_id, topic_name
-                prefix = _key_prefix(group_id, topic_name)
+                prefix = offset_key_prefix(group_id, topic_name)
             add((encode_offset_key(group_id, topic_name, partition, prefix),
                  None if offset is None else encode_offset_commit_value(offset)))
         else:
