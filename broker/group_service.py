@@ -303,31 +303,21 @@ class GroupService:
             self._records_since_snapshot += appended
             self.commit.appended()
         needed = self.log.written_seq
+        replies: list[tuple[Slot, Result | None, Binding | None, Any]] = []
         tickets = self._tickets
-        if replication is not None and written:
-            replies: list[tuple[Slot, Result | None, Binding | None, Any]] = []
-            for ticket, result in fx.replies:
-                entry = tickets.pop(ticket, None)
-                if entry is not None:
-                    slot, binding, typed = entry
-                    slot.frame = self._reply_frame(slot, binding, result)
-                    replies.append((slot, result, binding, typed))
+        for ticket, result in fx.replies:
+            entry = tickets.pop(ticket, None)
+            if entry is not None:
+                slot, binding, typed = entry
+                slot.frame = self._reply_frame(slot, binding, result)
+                replies.append((slot, result, binding, typed))
+        if answered:
             replies.extend((slot, None, None, None) for slot in answered)
+        if replication is not None and written:
             self._after_replication(written, needed, replies)
         else:
-            # ``_when_durable`` of each reply, inlined: this runs for every request.
-            reply_when_durable = self.commit.reply_when_durable
-            for ticket, result in fx.replies:
-                entry = tickets.pop(ticket, None)
-                if entry is not None:
-                    slot, binding, _ = entry
-                    slot.frame = self._reply_frame(slot, binding, result)
-                    if result is not None and slot.api_key == OFFSET_COMMIT:
-                        reply_when_durable(needed, slot, commit_timed_out, result)
-                    else:
-                        reply_when_durable(needed, slot)
-            for slot in answered:
-                reply_when_durable(needed, slot)
+            for slot, reply_result, _, _ in replies:
+                self._when_durable(needed, slot, reply_result)
         # Wake the timer task only if the earliest deadline moved earlier than what it
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
         self.timers.moved()
