@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import trio
@@ -92,3 +92,63 @@ async def test_a_removed_socket_is_forgotten_and_its_number_may_come_back(
     finally:
         fresh.close()
         fresh_peer.close()
+
+
+class Recorder:
+    """Work driven by the poller (``ReadPoller.drive``): records what it was called for."""
+
+    def __init__(self, poller: ReadPoller, calls: list[str]) -> None:
+        self.poller = poller
+        self.calls = calls
+
+    def poller_started(self, poller: ReadPoller) -> None:
+        assert poller is self.poller
+        self.calls.append("started")
+
+    def after_pass(self) -> None:
+        assert self.poller.in_pass
+        self.calls.append("after pass")
+
+    def poller_stopped(self) -> None:
+        self.calls.append("stopped")
+
+
+async def test_driven_work_runs_after_each_pass_once_every_ready_socket_is_read() -> None:
+    """Two sockets ready together are read in one pass, and the pass ends with the driven
+    work's ``after_pass``; a byte that arrives during the pass is read before it ends."""
+    pairs = [socket.socketpair() for _ in range(3)]
+    poller = ReadPoller()
+    calls: list[str] = []
+    poller.drive(Recorder(poller, calls))
+    done = trio.Event()
+
+    def reader(n: int, ours: socket.socket) -> Callable[[], None]:
+        def on_readable() -> None:
+            assert poller.in_pass
+            calls.append(f"read {n}: {ours.recv(10).decode()}")
+            if n == 0:  # the third socket becomes readable while the pass runs
+                pairs[2][1].send(b"late")
+            if n == 2:
+                done.set()
+        return on_readable
+
+    try:
+        for n, (ours, _) in enumerate(pairs):
+            ours.setblocking(False)
+            poller.add(ours.fileno(), reader(n, ours))
+        pairs[0][1].send(b"a")
+        pairs[1][1].send(b"b")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poller.run)
+            with trio.fail_after(10):
+                await done.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            assert not poller.in_pass
+            nursery.cancel_scope.cancel()
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+    assert calls[0] == "started" and calls[-1] == "stopped"
+    assert sorted(calls[1:3]) == ["read 0: a", "read 1: b"]
+    assert calls[3:] == ["read 2: late", "after pass", "stopped"]
