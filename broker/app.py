@@ -40,6 +40,7 @@ from broker.txn_service import TransactionService
 from broker.txn_service import register as register_transactions
 from protocol.api_keys import ApiKey
 from storage.fs import REAL_FS, FileSystem
+from storage.group_commit import GroupCommit
 from storage.maintenance import Maintenance
 
 
@@ -175,6 +176,11 @@ class Broker:
         cluster = [] if self.cluster is None else self.cluster.collectors()
         return [self.groups.metrics, self.data.metrics, self.transactions.metrics, self.security.metrics,
                 self.group_configs.metrics, lag, *cluster]
+
+    def group_commits(self) -> list[GroupCommit]:
+        """Every service's group commit (``storage.group_commit``)."""
+        return [self.groups.commit, self.data.commit, self.transactions.commit, self.security.commit,
+                self.group_configs.commit]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The services' background tasks (group commit, timers, expiry, maintenance)."""

@@ -868,6 +868,9 @@ class Server:
     async def _serve_connections(self, task_status: trio.TaskStatus[tuple[str, int]]) -> None:
         assert self.bound is not None
         async with trio.open_nursery() as polling:
+            if self.broker is not None:
+                for commit in self.broker.group_commits():  # their syncs run on the poller's task
+                    self.poller.drive(commit)
             polling.start_soon(self.poller.run)
             await self._serve_connections_polled(task_status)
             polling.cancel_scope.cancel()

@@ -19,7 +19,9 @@ waits here on N:
   fdatasync it) gets the *kernel* flusher where Linux offers asynchronous fdatasync
   (``storage.aio``): the write is made on the event loop and the kernel runs the
   fdatasync, reporting on an eventfd that trio waits for like a socket; no thread and no
-  GIL hand-off takes part (see ``_kernel_flusher``);
+  GIL hand-off takes part (see ``_kernel_flusher``). While the server's read poller runs,
+  these rounds run on its task instead (``poller_started``): a read pass ends by starting
+  the sync, and the completion is one more descriptor in the poller's epoll;
 - otherwise, with ``wait_seconds`` (the coordinator's logs, whose sync is one fsync of a
   journal file) the flusher task hands each sync to the thread and waits for it on the
   spot, up to that long, instead of being woken through trio when it ends; a longer sync
@@ -57,7 +59,7 @@ from storage.aio import AsyncDatasync
 from storage.fs import located
 from storage.journal import PendingSync
 
-__all__ = ["GroupCommit", "KernelSync", "Observer", "Reply", "Signal", "SplitSyncable", "Syncable"]
+__all__ = ["GroupCommit", "KernelSync", "Observer", "Poller", "Reply", "Signal", "SplitSyncable", "Syncable"]
 
 log = logging.getLogger("kcoord.storage")
 
@@ -127,6 +129,19 @@ class Observer(Protocol):
     def observe(self, value: float) -> None: ...
 
 
+class Poller(Protocol):
+    """What the kernel flusher needs of the server's ``broker.poller.ReadPoller`` to run its
+    rounds on the poller's task (``GroupCommit.poller_started``)."""
+
+    @property
+    def in_pass(self) -> bool:
+        """Whether the poller is handling ready sockets now (its ``after_pass`` hooks follow)."""
+
+    def add(self, fd: int, on_readable: Callable[[], None]) -> None: ...
+
+    def remove(self, fd: int) -> None: ...
+
+
 #: Builds the frame a timed-out waiter is answered with: ``on_timeout(reply, context)``.
 TimeoutReply = Callable[[Any, Any], bytes]
 
@@ -181,6 +196,16 @@ class GroupCommit:
         self._timed: deque[tuple[float, Reply, TimeoutReply, Any]] = deque()
         self._clock: trio.abc.Clock | None = None
         self._wake: trio.Event | None = None  # the waiting flusher, idle until an append
+        # The kernel flusher's rounds on the poller's task (``poller_started``).
+        self._split: SplitSyncable | None = None
+        self._kernel: KernelSync | None = None
+        self._offered: Poller | None = None  # a poller that started; the flusher task takes it up
+        self._poller: Poller | None = None  # the poller running the rounds now
+        self._pending: PendingSync | None = None  # its sync under way in the kernel
+        self._pending_started = 0.0
+        self._pending_failure: OSError | None = None
+        self._task_job: str | None = None  # what the poller handed to the flusher task
+        self._task_wake: trio.Event | None = None
 
     # --- the event loop's side: called for every request -------------------------------------
 
@@ -188,6 +213,11 @@ class GroupCommit:
         """Appends were made: make sure a sync is due (one is enough for any number)."""
         if not self._flush_needed.is_set():
             self._flush_needed.set()
+            poller = self._poller
+            if poller is not None:
+                if not poller.in_pass:  # a timer's or another task's appends: no pass ends after them
+                    self.after_pass()
+                return
             wake = self._wake
             if wake is not None:
                 self._wake = None
@@ -205,6 +235,11 @@ class GroupCommit:
             clock = self._clock
             now = clock.current_time() if clock is not None else trio.current_time()
             self._timed.append((now + self.timeout, reply, on_timeout, context))
+
+    @property
+    def polled(self) -> bool:
+        """Whether the poller's task runs the kernel flusher's rounds now (``poller_started``)."""
+        return self._poller is not None
 
     @property
     def waiting(self) -> int:
@@ -230,7 +265,9 @@ class GroupCommit:
             kernel = self.datasync()
             if kernel is not None:
                 self.flusher = "kernel"
-                return functools.partial(self._kernel_flusher, cast(SplitSyncable, self.log), kernel)
+                self._split = split = cast(SplitSyncable, self.log)
+                self._kernel = kernel
+                return functools.partial(self._kernel_flusher, split, kernel)
         return self._thread_flusher
 
     async def _thread_flusher(self) -> None:
@@ -254,7 +291,15 @@ class GroupCommit:
         """
         try:
             while True:
-                await self._round_due()
+                if self._offered is not None:
+                    outcome = await self._polled(split, kernel)
+                    if outcome == "stop":
+                        return
+                    if outcome == "unsupported":
+                        break
+                    continue
+                if not await self._round_due():
+                    continue
                 started = time.perf_counter()
                 try:
                     durable = await self._split_sync(split, kernel)
@@ -271,17 +316,188 @@ class GroupCommit:
                         self._sync_failed(exc)
                         return
         finally:
+            self._detach()
+            self._kernel = None
             kernel.close()
         self._flush_needed.set()  # the round the kernel turned down is the thread flusher's first
         await self._thread_flusher()
 
-    async def _round_due(self) -> None:
-        """Return once appends were made since the last round began (``appended``)."""
+    async def _round_due(self) -> bool:
+        """Return True once appends were made since the last round began (``appended``), or
+        False once a poller offers to run the rounds (``poller_started``)."""
         needed = self._flush_needed
-        if not needed.is_set():
+        if not needed.is_set() and self._offered is None:
             self._wake = wake = trio.Event()
             await wake.wait()
+        if self._offered is not None:
+            return False
         needed.clear()
+        return True
+
+    # --- the kernel flusher's rounds on the poller's task ------------------------------------
+
+    def poller_started(self, poller: Poller) -> None:
+        """The server's poller (``broker.poller``) runs: let it run the kernel flusher's rounds.
+
+        A request read by the poller and answered only once durable otherwise costs three
+        scheduling rounds of the event loop: the poller's, the flusher task's to start the
+        sync, and the flusher task's again to take its completion. On the poller's task, a
+        round starts at the end of the read pass that made the appends (``after_pass``), and
+        the completion is one more ready descriptor in the poller's own epoll, read like a
+        socket: two rounds per request, both the poller's. The flusher task keeps what must
+        not run on the event loop: a sync while a blocking one holds the log, the journal's
+        checkpoint, the hand-over to a thread where the kernel turns the sync down, and a
+        sync still under way when the poller stops (``poller_stopped``).
+        """
+        if self._kernel is None or self.failure is not None:
+            return
+        self._offered = poller
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
+
+    def poller_stopped(self) -> None:
+        """The poller stopped (its epoll is closed): the flusher task takes the rounds back."""
+        self._offered = None
+        if self._poller is not None:
+            self._poller = None
+            self._hand_to_task(None)
+
+    def after_pass(self) -> None:
+        """Start a sync if appends were made and none is under way (the poller calls this at
+        the end of each pass; ``appended`` calls it for appends made outside one)."""
+        if self._poller is None or self._pending is not None or self._task_job is not None:
+            return
+        needed = self._flush_needed
+        if not needed.is_set():
+            return
+        needed.clear()
+        split = self._split
+        kernel = self._kernel
+        assert split is not None and kernel is not None
+        try:
+            pending = split.sync_start()
+        except OSError as exc:
+            self._polled_failed(exc)
+            return
+        if pending is None:  # a blocking sync holds the log: the task syncs after it, in a thread
+            self._hand_to_task("blocking")
+            return
+        if not pending.fds:
+            self._polled_done(pending, None)
+            return
+        try:
+            kernel.submit(pending.fds)
+        except OSError as exc:
+            split.sync_finish(pending, False)
+            if not kernel.in_flight and exc.errno in _UNSUPPORTED:
+                log.info("%s: the kernel has no asynchronous fdatasync here (%s); syncs run in a thread",
+                         self.name, exc.strerror)
+                needed.set()
+                self._hand_to_task("unsupported")
+            else:
+                self._polled_failed(exc)
+            return
+        self._pending = pending
+        self._pending_started = time.perf_counter()
+
+    def _kernel_readable(self) -> None:
+        """The kernel reported on its eventfd: take the results, and finish the sync once all are in."""
+        kernel = self._kernel
+        assert kernel is not None
+        pending = self._pending
+        try:
+            results = kernel.reap()
+        except OSError as exc:
+            self._pending = None
+            if pending is not None and self._split is not None:
+                self._split.sync_finish(pending, False)
+            self._polled_failed(exc)
+            return
+        for index, result in results:
+            if result < 0 and self._pending_failure is None and pending is not None:
+                self._pending_failure = located(OSError(-result, os.strerror(-result)), pending.paths[index])
+        if pending is None or kernel.in_flight:
+            return
+        self._pending = None
+        failure, self._pending_failure = self._pending_failure, None
+        self._polled_done(pending, failure)
+
+    def _polled_done(self, pending: PendingSync, failure: OSError | None) -> None:
+        split = self._split
+        assert split is not None
+        durable = split.sync_finish(pending, failure is None)
+        if failure is not None:
+            self._polled_failed(failure)
+            return
+        self._synced(durable, time.perf_counter() - self._pending_started)
+        if split.checkpoint_due:
+            self._hand_to_task("checkpoint")
+
+    def _polled_failed(self, exc: OSError) -> None:
+        self._sync_failed(exc)
+        self._hand_to_task("stop")
+
+    def _hand_to_task(self, job: str | None) -> None:
+        """Wake the flusher task for ``job`` (None: only to see that the poller stopped)."""
+        if job is not None:
+            self._task_job = job
+        wake = self._task_wake
+        if wake is not None:
+            self._task_wake = None
+            wake.set()
+
+    async def _polled(self, split: SplitSyncable, kernel: KernelSync) -> str:
+        """The flusher task while the poller runs the rounds: take the poller's offer, then do
+        the jobs it hands over. Returns "undriven" once the poller stopped and no sync is
+        under way (the task runs the rounds again), "unsupported" (a thread flusher takes
+        over) or "stop" (a sync failed)."""
+        poller = self._offered
+        assert poller is not None
+        self._offered = None
+        self._poller = poller
+        poller.add(kernel.fileno(), self._kernel_readable)
+        self.after_pass()  # what was appended before
+        while True:
+            job = self._task_job  # kept until done: the poller starts no sync meanwhile
+            if job == "stop" or job == "unsupported":
+                return job
+            if job is not None:
+                try:
+                    if job == "blocking":
+                        durable, seconds = await trio.to_thread.run_sync(self._timed_sync)
+                        self._synced(durable, seconds)
+                    else:
+                        await trio.to_thread.run_sync(split.checkpoint)
+                except OSError as exc:
+                    self._sync_failed(exc)
+                    return "stop"
+                self._task_job = None
+            if self._poller is None:  # stopped: finish its sync here, then run the rounds again
+                while self._pending is not None:
+                    await trio.lowlevel.wait_readable(kernel.fileno())
+                    self._kernel_readable()
+                if self._task_job is None:
+                    return "undriven"
+                continue
+            if job is not None:
+                self.after_pass()  # what was appended while the task worked
+                continue
+            self._task_wake = wake = trio.Event()
+            await wake.wait()
+
+    def _detach(self) -> None:
+        """The kernel flusher ends: the poller may no longer start syncs or read its eventfd,
+        and a sync still under way leaves what it covers to the next one (as when a round
+        on the task is cancelled in flight)."""
+        self._offered = None
+        poller, self._poller = self._poller, None
+        if poller is not None and self._kernel is not None:
+            poller.remove(self._kernel.fileno())
+        pending, self._pending = self._pending, None
+        if pending is not None and self._split is not None:
+            self._split.sync_finish(pending, False)
 
     async def _split_sync(self, split: SplitSyncable, kernel: KernelSync) -> int | None:
         """One sync in halves; the durable number, or None if the kernel has no asynchronous fsync."""

@@ -23,6 +23,7 @@ import trio
 from broker.config import Config
 from broker.server import Server
 from protocol.codec import decode_response, encode_request
+from tests.support.group_commit import eventually
 from tests.support.wire import WireClient
 
 PIPELINED = 8
@@ -94,3 +95,36 @@ async def test_pipelined_commits_released_by_one_sync_leave_in_one_write(
     assert syncs >= 2, "the commits were made durable before their replies"
     assert writes == [list(range(FIRST_ID, FIRST_ID + PIPELINED))], \
         "the replies one sync released went out in one write, in request order"
+
+
+def one_commit(address: tuple[str, int]) -> int:
+    with WireClient(*address) as client:
+        client.request(19, 4, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
+                                          "assignments": [], "configs": []}],
+                               "timeout_ms": 5000, "validate_only": False})
+        client.send_raw(commit(FIRST_ID, 1))
+        got, body = decode_response(8, 7, client.recv_frame())
+        assert got == FIRST_ID
+        return int(body.topics[0].partitions[0].error_code)
+
+
+async def test_the_coordinators_syncs_run_on_the_poller_while_it_serves(tmp_path: Path) -> None:
+    """Where the kernel runs the journal's fdatasync, the server's read poller starts the
+    coordinator's syncs and takes their completions (``GroupCommit.poller_started``); once
+    it stops, the flusher task has them back for the last syncs of the shutdown."""
+    config = Config({"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0,
+                     "log.flush.policy": "durable", "shutdown.grace.ms": 1000})
+    server = Server(config, "127.0.0.1", 0, tmp_path / "data")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(server.serve)
+        assert server.groups is not None
+        group_commit = server.groups.commit
+        if group_commit.flusher != "kernel":
+            nursery.cancel_scope.cancel()
+            pytest.skip("the kernel runs no fdatasync for this directory")
+        await eventually(lambda: group_commit.polled)
+        with trio.fail_after(60):
+            assert await trio.to_thread.run_sync(one_commit, address) == 0
+        assert group_commit.polled and group_commit.syncs >= 1
+        server.shutdown()
+    assert not group_commit.polled and group_commit.failure is None

@@ -17,7 +17,7 @@ from storage.coordinator_log import CoordinatorLog
 from storage.group_commit import GroupCommit
 from storage.journal import Flushable, Journal
 from storage.partition import PartitionLog
-from tests.support.group_commit import SplitJournal, eventually, reply
+from tests.support.group_commit import PolledCommit, SplitJournal, eventually, reply
 
 pytestmark = pytest.mark.skipif(not aio.available(), reason="this kernel offers no AIO")
 
@@ -73,14 +73,19 @@ def test_one_batch_at_a_time() -> None:
         kernel.close()
 
 
-async def test_the_coordinator_log_is_synced_by_the_kernel_and_checkpoints_when_due(tmp_path: Path) -> None:
+@pytest.mark.parametrize("polled", [False, True], ids=["task", "polled"])
+async def test_the_coordinator_log_is_synced_by_the_kernel_and_checkpoints_when_due(
+    tmp_path: Path, polled: bool
+) -> None:
+    """With its rounds on the flusher's task, or on a read poller's as the server runs them
+    (the checkpoint is then handed to the flusher task)."""
     log = CoordinatorLog(tmp_path, 4, 1 << 20, journal_bytes=16 << 10)
     try:
         assert log.splits_sync
-        commit = GroupCommit(log, wait_seconds=0.002)
+        commit = (PolledCommit if polled else GroupCommit)(log, wait_seconds=0.002)
         async with trio.open_nursery() as nursery:
             await nursery.start(commit.run)
-            assert commit.flusher == "kernel"
+            assert commit.flusher == "kernel" and commit.polled == polled
             replies = []
             for n in range(200):
                 r = reply(n)
@@ -95,6 +100,7 @@ async def test_the_coordinator_log_is_synced_by_the_kernel_and_checkpoints_when_
             assert commit.syncs >= 10
             # 200 batches of over 100 bytes passed 16 KiB: the flusher checkpointed.
             await eventually(lambda: not log.checkpoint_due)
+            assert commit.polled == polled
             nursery.cancel_scope.cancel()
     finally:
         log.close()
@@ -133,18 +139,22 @@ class EventfdJournal(SplitJournal):
         os.close(self.unsyncable)
 
 
+@pytest.mark.parametrize("polled", [False, True], ids=["task", "polled"])
 @pytest.mark.parametrize("wait_seconds", [0.0, 0.002])
-async def test_a_kernel_that_refuses_the_sync_hands_over_to_a_thread(tmp_path: Path, wait_seconds: float) -> None:
+async def test_a_kernel_that_refuses_the_sync_hands_over_to_a_thread(
+    tmp_path: Path, wait_seconds: float, polled: bool
+) -> None:
     journal = EventfdJournal(tmp_path)
     try:
-        commit = GroupCommit(journal, wait_seconds=wait_seconds)
+        commit = (PolledCommit if polled else GroupCommit)(journal, wait_seconds=wait_seconds)
         async with trio.open_nursery() as nursery:
             await nursery.start(commit.run)
+            assert commit.polled == polled
             first = reply(0)
             commit.reply_when_durable(journal.append(), first)
             commit.appended()
             await eventually(first.event.is_set)  # the refused round, redone in the thread
-            assert commit.flusher == ("waiting" if wait_seconds else "thread")
+            assert commit.flusher == ("waiting" if wait_seconds else "thread") and not commit.polled
             assert journal.flushes == 1, "the refused round's log was still to be synced, and was"
             second = reply(1)
             commit.reply_when_durable(journal.append(), second)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from storage.faultfs import FaultyFileSystem
 from storage.group_commit import GroupCommit
 from storage.journal import Journal
 from storage.partition import PartitionLog
-from tests.support.group_commit import SplitJournal, eventually, reply
+from tests.support.group_commit import PolledCommit, SplitJournal, eventually, reply
 
 
 class ThreadDatasync:
@@ -88,6 +90,7 @@ class Disk:
         self.fsyncs = 0
         self.wait_seconds = 0.0
         self.kernel: ThreadDatasync | None = None
+        self.polled = False  # the kernel flusher's rounds on a ReadPoller's task (PolledCommit)
         self.kind = "thread"
         self.entered = threading.Event()
         self._permits = threading.Semaphore(0)
@@ -123,7 +126,8 @@ class Disk:
         """A GroupCommit over this disk, with the flusher the fixture chose."""
         if self.kernel is not None:
             kernel = self.kernel
-            return GroupCommit(SplitJournal(self.journal, self.logs), datasync=lambda: kernel, **options)
+            kind = PolledCommit if self.polled else GroupCommit
+            return kind(SplitJournal(self.journal, self.logs), datasync=lambda: kernel, **options)
         return GroupCommit(self.journal, wait_seconds=self.wait_seconds, **options)
 
     def close(self) -> None:
@@ -134,16 +138,19 @@ class Disk:
             self.kernel.close()
 
 
-@pytest.fixture(params=["thread", "waiting", "kernel"])
+@pytest.fixture(params=["thread", "waiting", "kernel", "polled"])
 def disk(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     """Every test runs with the three flushers: the free-running thread, the one the event
-    loop waits on (``wait_seconds``), which a held fsync outlasts, and the kernel one."""
+    loop waits on (``wait_seconds``), which a held fsync outlasts, and the kernel one, with
+    its rounds on its own task or on a read poller's ("polled", as the server runs it)."""
     d = Disk(tmp_path)
     d.kind = request.param
     if request.param == "waiting":
         d.wait_seconds = 0.002
-    elif request.param == "kernel":
+    elif request.param in ("kernel", "polled"):
         d.kernel = ThreadDatasync(d.logs)
+        d.kind = "kernel"
+        d.polled = request.param == "polled"
     yield d
     d.close()
 
@@ -399,11 +406,12 @@ def test_a_log_closed_since_it_was_written_is_skipped_by_the_sync(tmp_path: Path
     kept.close()
 
 
-@pytest.fixture
-def kernel_disk(tmp_path: Path) -> Any:
-    """A Disk for the kernel flusher alone."""
+@pytest.fixture(params=["task", "polled"])
+def kernel_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """A Disk for the kernel flusher alone, its rounds on its own task or a poller's."""
     d = Disk(tmp_path)
     d.kernel = ThreadDatasync(d.logs)
+    d.polled = request.param == "polled"
     yield d
     d.close()
 
@@ -471,3 +479,80 @@ def test_a_blocking_sync_on_the_thread_holding_a_split_one_is_refused(tmp_path: 
         assert journal.sync() == 1, "once finished, blocking syncs run again"
     finally:
         log.close()
+
+
+@pytest.fixture
+def polled_disk(tmp_path: Path) -> Any:
+    """A Disk whose kernel flusher runs its rounds on a read poller's task."""
+    d = Disk(tmp_path)
+    d.kernel = ThreadDatasync(d.logs)
+    d.polled = True
+    yield d
+    d.close()
+
+
+async def test_a_poller_pass_starts_one_sync_once_every_ready_socket_has_been_read(polled_disk: Disk) -> None:
+    """Requests read in one pass append as they are handled; the sync they wait for starts
+    when the pass ends, so it covers all of them."""
+    disk = polled_disk
+    commit = disk.commit()
+    assert isinstance(commit, PolledCommit)
+    pairs = [socket.socketpair() for _ in range(3)]
+    in_flight_while_read: list[int] = []
+    replies: list[Slot] = []
+
+    def reader(n: int, ours: socket.socket) -> Callable[[], None]:
+        def on_readable() -> None:
+            ours.recv(100)
+            assert disk.kernel is not None
+            in_flight_while_read.append(disk.kernel.in_flight)
+            replies.append(reply(n))
+            commit.reply_when_durable(disk.append(n % 2), replies[-1])
+            commit.appended()
+        return on_readable
+
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(commit.run)
+            assert commit.polled
+            for n, (ours, _) in enumerate(pairs):
+                ours.setblocking(False)
+                commit.poller.add(ours.fileno(), reader(n, ours))
+            for _, peer in pairs:
+                peer.send(b"x")
+            await eventually(lambda: len(replies) == 3 and all(r.event.is_set() for r in replies))
+            assert in_flight_while_read == [0, 0, 0], "no sync started before the pass had read every socket"
+            assert commit.syncs == 1 and disk.fsyncs == 2, "one sync of both partitions covered the three"
+            assert commit.polled and commit.durable_seq == 3
+            nursery.cancel_scope.cancel()
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+async def test_when_the_poller_stops_its_sync_in_flight_is_finished_by_the_flusher_task(polled_disk: Disk) -> None:
+    """The server stops its poller before the last syncs: a sync the poller started is
+    taken over, and later appends are synced by the flusher task itself."""
+    disk = polled_disk
+    commit = disk.commit()
+    assert isinstance(commit, PolledCommit)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(commit.run)
+        disk.hold()
+        first = reply(0)
+        commit.reply_when_durable(disk.append(0), first)
+        commit.appended()
+        await thread_entered(disk.entered)
+        commit.poller_scope.cancel()
+        await eventually(lambda: not commit.polled)
+        assert not first.event.is_set()
+        disk.release()
+        await eventually(first.event.is_set)
+        later = reply(1)
+        commit.reply_when_durable(disk.append(1), later)
+        commit.appended()
+        await eventually(later.event.is_set)
+        assert commit.syncs == 2 and commit.durable_seq == 2 and commit.failure is None
+        assert disk.kernel is not None and disk.kernel.in_flight == 0
+        nursery.cancel_scope.cancel()

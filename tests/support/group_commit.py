@@ -1,15 +1,19 @@
-"""Helpers for the group-commit tests: replies to release, waiting on a condition, and a
-journal that offers the split sync the kernel flusher needs."""
+"""Helpers for the group-commit tests: replies to release, waiting on a condition, a
+journal that offers the split sync the kernel flusher needs, and a group commit whose
+rounds run on a read poller, as the server runs them."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import trio
 
+from broker.poller import ReadPoller
 from broker.slots import Slot
+from storage.group_commit import GroupCommit
 from storage.journal import Flushable, Journal, PendingSync
 from storage.partition import PartitionLog
 
@@ -64,3 +68,28 @@ class SplitJournal:
 
     def checkpoint(self) -> None:
         raise AssertionError("never due")
+
+
+class PolledCommit(GroupCommit):
+    """A group commit run as ``broker.server`` runs it: beside its flusher task, a
+    ``ReadPoller`` runs (``poller``), and the kernel flusher's rounds run on the poller's
+    task. ``run`` returns once the poller took them over."""
+
+    poller: ReadPoller
+    #: Cancelling it stops the poller alone.
+    poller_scope: trio.CancelScope
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(functools.partial(GroupCommit.run, self))
+            self.poller = ReadPoller()
+            self.poller.drive(self)
+            self.poller_scope = trio.CancelScope()
+            nursery.start_soon(self._poll)
+            if self.flusher == "kernel":
+                await eventually(lambda: self.polled or self.failure is not None)
+            task_status.started()
+
+    async def _poll(self) -> None:
+        with self.poller_scope:
+            await self.poller.run()
