@@ -130,6 +130,16 @@ class Disk:
             return kind(SplitJournal(self.journal, self.logs), datasync=lambda: kernel, **options)
         return GroupCommit(self.journal, wait_seconds=self.wait_seconds, **options)
 
+    async def held_sync(self, commit: GroupCommit, partition: int) -> Slot:
+        """Hold fsyncs, append to ``partition`` with a reply waiting for it, and return that
+        reply once the sync for it is under way (held)."""
+        self.hold()
+        waiting = reply(0)
+        commit.reply_when_durable(self.append(partition), waiting)
+        commit.appended()
+        await thread_entered(self.entered)
+        return waiting
+
     def close(self) -> None:
         self.release()
         for log in self.logs:
@@ -423,11 +433,7 @@ async def test_a_kernel_sync_cancelled_in_flight_leaves_its_appends_to_the_next_
     commit = disk.commit()
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
-        disk.hold()
-        waiting = reply(0)
-        commit.reply_when_durable(disk.append(1), waiting)
-        commit.appended()
-        await thread_entered(disk.entered)
+        waiting = await disk.held_sync(commit, 1)
         nursery.cancel_scope.cancel()
     assert not waiting.event.is_set()
     started = disk.journal.start_sync()
@@ -539,11 +545,7 @@ async def test_when_the_poller_stops_its_sync_in_flight_is_finished_by_the_flush
     assert isinstance(commit, PolledCommit)
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
-        disk.hold()
-        first = reply(0)
-        commit.reply_when_durable(disk.append(0), first)
-        commit.appended()
-        await thread_entered(disk.entered)
+        first = await disk.held_sync(commit, 0)
         commit.poller_scope.cancel()
         await eventually(lambda: not commit.polled)
         assert not first.event.is_set()
