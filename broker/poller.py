@@ -15,14 +15,23 @@ pass, and one pass handles at most ``MAX_EVENTS`` ready sockets before the other
 
 The group commits of the logs the kernel fdatasyncs (``storage.group_commit``) run their
 rounds here too (``drive``): a pass ends by starting the sync its requests' appends wait
-for, and the sync's completion is one more descriptor in this epoll, so a commit answered
-once durable costs no scheduling round beyond its read.
+for, and the sync's completion is one more descriptor in this epoll.
+
+With ``linger``, the poller does not go back to trio after a pass that left trio nothing
+to run: it waits in this epoll itself and runs the passes that follow, for ``linger``
+seconds in all (never past trio's next deadline). The completion of a sync just started,
+or the next request of a client that keeps one in flight, is then handled without a
+round of trio's loop. It goes back to trio as soon as a pass makes a task runnable (a
+reply a connection task waits for) or a thread hands trio a callback, or when a wait
+ends with nothing ready: trio's own descriptors (listening sockets, connections waiting
+to write, its wake-up socket) wait at most ``linger`` seconds, and one pass, for a round.
 """
 
 from __future__ import annotations
 
 import logging
 import select
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -44,10 +53,11 @@ class Driven(Protocol):
 
 
 class ReadPoller:
-    """The sockets being read, and the task that reads the ready ones."""
+    """The sockets being read, and the task that reads the ready ones (``linger``: see above)."""
 
-    def __init__(self) -> None:
+    def __init__(self, linger: float = 0.0) -> None:
         self._epoll = select.epoll()
+        self.linger = linger
         self._readers: dict[int, Callable[[], None]] = {}
         self._paused: set[int] = set()
         self._driven: list[Driven] = []
@@ -90,10 +100,8 @@ class ReadPoller:
     async def run(self) -> None:
         """Read the ready sockets until cancelled."""
         epoll = self._epoll
-        readers = self._readers
         fileno = epoll.fileno()
         driven = self._driven
-        after = [d.after_pass for d in driven]
         try:
             for d in driven:
                 d.poller_started(self)
@@ -101,22 +109,47 @@ class ReadPoller:
                 await trio.lowlevel.wait_readable(fileno)
                 self.in_pass = True
                 try:
-                    handled = 0
-                    while True:
-                        events = epoll.poll(0, MAX_EVENTS - handled)
-                        for fd, _ in events:
-                            on_readable = readers.get(fd)
-                            if on_readable is not None:
-                                on_readable()
-                        handled += len(events)
-                        # Read what arrived meanwhile before the syncs start: it shares them.
-                        if not events or not after or handled >= MAX_EVENTS:
-                            break
-                    for after_pass in after:
-                        after_pass()
+                    self._pass(epoll.poll(0, MAX_EVENTS))
+                    if self.linger > 0:
+                        self._linger(time.monotonic() + self.linger)
                 finally:
                     self.in_pass = False
         finally:
             self.close()
             for d in driven:
                 d.poller_stopped()
+
+    def _linger(self, until: float) -> None:
+        """Wait in the epoll and run passes until ``until`` (real time), while trio has
+        nothing to run and no deadline comes first."""
+        epoll = self._epoll
+        while True:
+            stats = trio.lowlevel.current_statistics()
+            if stats.tasks_runnable or stats.run_sync_soon_queue_size:
+                return
+            wait = min(until - time.monotonic(), stats.seconds_to_next_deadline)
+            if wait <= 0:
+                return
+            events = epoll.poll(wait, MAX_EVENTS)
+            if not events:
+                return
+            self._pass(events)
+
+    def _pass(self, events: list[tuple[int, int]]) -> None:
+        """Handle the ready sockets, and those that became ready meanwhile (``MAX_EVENTS`` in
+        all), then call the driven work's ``after_pass``."""
+        readers = self._readers
+        driven = self._driven
+        handled = 0
+        while events:
+            for fd, _ in events:
+                on_readable = readers.get(fd)
+                if on_readable is not None:
+                    on_readable()
+            handled += len(events)
+            # Read what arrived meanwhile before the syncs start: it shares them.
+            if not driven or handled >= MAX_EVENTS:
+                break
+            events = self._epoll.poll(0, MAX_EVENTS - handled)
+        for d in driven:
+            d.after_pass()

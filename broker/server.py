@@ -81,6 +81,11 @@ RECEIVE_CHUNK = 65536
 MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client may take to finish its TLS handshake
 TLS_WRITE_SLICE = 262144  # plaintext bytes encrypted per write of a large reply (16 TLS records)
+#: How long the read poller goes on waiting in its own epoll and running passes after one
+#: that left trio nothing to run (``broker.poller``): a sync's completion and the next
+#: request of a client with one in flight usually come well within it, and are then
+#: handled without a round of trio's loop. trio's own descriptors wait at most this long.
+POLL_LINGER_SECONDS = 0.002
 
 
 #: accept() errors that mean "out of descriptors or memory for now": retried after a pause.
@@ -675,7 +680,7 @@ class Server:
         self.port = port
         self.connections: set[Connection] = set()
         #: Reads every connection's socket (``broker.poller``); closed when serving ends.
-        self.poller = ReadPoller()
+        self.poller = ReadPoller(linger=POLL_LINGER_SECONDS)
         self.draining = False
         self.idle = trio.Event()
         self.accept_scope = trio.CancelScope()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -152,3 +154,126 @@ async def test_driven_work_runs_after_each_pass_once_every_ready_socket_is_read(
     assert calls[0] == "started" and calls[-1] == "stopped"
     assert sorted(calls[1:3]) == ["read 0: a", "read 1: b"]
     assert calls[3:] == ["read 2: late", "after pass", "stopped"]
+
+
+class Feeder:
+    """Driven work whose ``after_pass`` sends the next byte, ``bytes_`` times in all: the
+    socket is ready again as each pass ends, as when a client answered sends its next request."""
+
+    def __init__(self, peer: socket.socket, bytes_: int) -> None:
+        self.peer = peer
+        self.left = bytes_
+
+    def poller_started(self, poller: ReadPoller) -> None:
+        pass
+
+    def after_pass(self) -> None:
+        if self.left:
+            self.left -= 1
+            self.peer.send(b"x")
+
+    def poller_stopped(self) -> None:
+        pass
+
+
+def count_wake_ups(poller: ReadPoller, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the poller's waits for its epoll through trio (one per round of trio's loop)."""
+    waits: list[int] = []
+    real = trio.lowlevel.wait_readable
+
+    async def counted(fd: Any) -> None:
+        if fd == poller._epoll.fileno():
+            waits.append(fd)
+        await real(fd)
+
+    monkeypatch.setattr(trio.lowlevel, "wait_readable", counted)
+    return waits
+
+
+@pytest.mark.parametrize("linger", [0.0, 5.0])
+async def test_with_linger_what_becomes_ready_soon_after_a_pass_is_read_without_a_round_of_trio(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch, linger: float
+) -> None:
+    ours, peer = pair
+    poller = ReadPoller(linger=linger)
+    poller.drive(Feeder(peer, 9))
+    waits = count_wake_ups(poller, monkeypatch)
+    received: list[bytes] = []
+    done = trio.Event()
+
+    def on_readable() -> None:
+        received.append(ours.recv(100))
+        if len(received) == 10:
+            done.set()
+
+    poller.add(ours.fileno(), on_readable)
+    peer.send(b"x")
+    await run_until(poller, done)
+    assert received == [b"x"] * 10
+    # Each count includes the last wait, for a round that never comes (the test ends).
+    if linger:
+        assert len(waits) == 2, "ten requests, each ready as the last pass ended, in one round"
+    else:
+        assert len(waits) == 11
+
+
+async def test_a_lingering_poller_goes_back_to_trio_once_a_task_is_runnable(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass that wakes a task (a reply a connection task waits for) ends the linger."""
+    ours, peer = pair
+    poller = ReadPoller(linger=5.0)
+    poller.drive(Feeder(peer, 1))
+    waits = count_wake_ups(poller, monkeypatch)
+    reads: list[bytes] = []
+    woken = trio.Event()
+    ran: list[str] = []
+    done = trio.Event()
+
+    def on_readable() -> None:
+        reads.append(ours.recv(100))
+        woken.set()
+        if len(reads) == 2:
+            done.set()
+
+    async def waiter() -> None:
+        await woken.wait()
+        ran.append("task")
+
+    poller.add(ours.fileno(), on_readable)
+    peer.send(b"x")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(poller.run)
+        with trio.fail_after(10):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    assert ran == ["task"] and reads == [b"x", b"x"]
+    # The first round, the one the poller went back to trio for, and the last, never ended.
+    assert len(waits) == 3, "the second byte was read in a round of its own"
+
+
+async def test_a_lingering_poller_gives_trio_a_round_once_its_linger_is_spent(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that always has the next request ready keeps the poller busy, but it goes
+    back to trio once ``linger`` seconds have passed since the round began."""
+    ours, peer = pair
+    poller = ReadPoller(linger=0.05)
+    poller.drive(Feeder(peer, 10**9))
+    waits = count_wake_ups(poller, monkeypatch)
+    received: list[bytes] = []
+    done = trio.Event()
+    started = time.monotonic()
+
+    def on_readable() -> None:
+        received.append(ours.recv(100))
+        if time.monotonic() - started > 0.3:
+            done.set()
+
+    poller.add(ours.fileno(), on_readable)
+    peer.send(b"x")
+    await run_until(poller, done)
+    assert len(waits) >= 4, "0.3 s of passes, with a round of trio at least every 0.05 s"
+    assert len(received) > len(waits), "passes ran between the rounds"
