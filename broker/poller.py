@@ -17,14 +17,16 @@ The group commits of the logs the kernel fdatasyncs (``storage.group_commit``) r
 rounds here too (``drive``): a pass ends by starting the sync its requests' appends wait
 for, and the sync's completion is one more descriptor in this epoll.
 
-With ``linger``, the poller does not go back to trio after a pass that left trio nothing
-to run: it waits in this epoll itself and runs the passes that follow, for ``linger``
-seconds in all (never past trio's next deadline). The completion of a sync just started,
-or the next request of a client that keeps one in flight, is then handled without a
-round of trio's loop. It goes back to trio as soon as a pass makes a task runnable (a
-reply a connection task waits for) or a thread hands trio a callback, or when a wait
-ends with nothing ready: trio's own descriptors (listening sockets, connections waiting
-to write, its wake-up socket) wait at most ``linger`` seconds, and one pass, for a round.
+With ``linger``, a pass that leaves driven work waiting for a descriptor of this epoll
+(a sync in flight: ``Driven.awaiting``) and trio nothing to run is followed by a wait in
+this epoll itself, not in trio's loop: the sync's completion, and the requests that
+arrive meanwhile, are handled at once, and the passes go on while a sync is in flight,
+for ``linger`` seconds in all. The poller goes back to trio once no sync is in flight,
+a pass makes a task runnable (a reply a connection task waits for), a thread has handed
+trio a callback, trio's next deadline is due, or ``linger`` has passed. So trio's own
+descriptors (listening sockets, connections waiting to write, its wake-up socket, which
+a thread's result arrives on) wait for their round at most as long as a sync, and never
+more than ``linger`` (epoll's timeouts are whole milliseconds, so up to one more).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class Driven(Protocol):
     def poller_started(self, poller: ReadPoller) -> None: ...
 
     def after_pass(self) -> None: ...
+
+    def awaiting(self) -> bool:
+        """Whether it waits for a descriptor in the poller's epoll (a sync in flight)."""
 
     def poller_stopped(self) -> None: ...
 
@@ -120,10 +125,11 @@ class ReadPoller:
                 d.poller_stopped()
 
     def _linger(self, until: float) -> None:
-        """Wait in the epoll and run passes until ``until`` (real time), while trio has
-        nothing to run and no deadline comes first."""
+        """Wait in the epoll and run passes until ``until`` (real time), while driven work
+        awaits one of its descriptors, trio has nothing to run and no deadline comes first."""
         epoll = self._epoll
-        while True:
+        driven = self._driven
+        while any(d.awaiting() for d in driven):
             stats = trio.lowlevel.current_statistics()
             if stats.tasks_runnable or stats.run_sync_soon_queue_size:
                 return

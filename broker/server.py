@@ -81,10 +81,10 @@ RECEIVE_CHUNK = 65536
 MAX_PIPELINE = 256  # queued replies per connection before we stop reading it
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client may take to finish its TLS handshake
 TLS_WRITE_SLICE = 262144  # plaintext bytes encrypted per write of a large reply (16 TLS records)
-#: How long the read poller goes on waiting in its own epoll and running passes after one
-#: that left trio nothing to run (``broker.poller``): a sync's completion and the next
-#: request of a client with one in flight usually come well within it, and are then
-#: handled without a round of trio's loop. trio's own descriptors wait at most this long.
+#: How long the read poller may go on waiting in its own epoll, and running passes, while
+#: a sync it started is in flight and trio has nothing to run (``broker.poller``): a
+#: sync's completion usually comes well within it, and is then handled without a round
+#: of trio's loop. trio's own descriptors wait for their round at most this long.
 POLL_LINGER_SECONDS = 0.002
 
 

@@ -326,7 +326,7 @@ class GroupCommit:
         """Return True once appends were made since the last round began (``appended``), or
         False once a poller offers to run the rounds (``poller_started``)."""
         needed = self._flush_needed
-        if not needed.is_set() and self._offered is None:
+        while not needed.is_set() and self._offered is None:
             self._wake = wake = trio.Event()
             await wake.wait()
         if self._offered is not None:
@@ -364,6 +364,10 @@ class GroupCommit:
             self._poller = None
             self._hand_to_task(None)
 
+    def awaiting(self) -> bool:
+        """Whether a sync the poller started is in flight (its completion is coming)."""
+        return self._pending is not None
+
     def after_pass(self) -> None:
         """Start a sync if appends were made and none is under way (the poller calls this at
         the end of each pass; ``appended`` calls it for appends made outside one)."""
@@ -389,8 +393,10 @@ class GroupCommit:
             return
         try:
             kernel.submit(pending.fds)
-        except OSError as exc:
-            split.sync_finish(pending, False)
+        except BaseException as exc:
+            split.sync_finish(pending, False)  # never leave the journal's sync lock held
+            if not isinstance(exc, OSError):
+                raise
             if not kernel.in_flight and exc.errno in _UNSUPPORTED:
                 log.info("%s: the kernel has no asynchronous fdatasync here (%s); syncs run in a thread",
                          self.name, exc.strerror)
@@ -409,10 +415,12 @@ class GroupCommit:
         pending = self._pending
         try:
             results = kernel.reap()
-        except OSError as exc:
+        except BaseException as exc:
             self._pending = None
             if pending is not None and self._split is not None:
-                self._split.sync_finish(pending, False)
+                self._split.sync_finish(pending, False)  # never leave the journal's sync lock held
+            if not isinstance(exc, OSError):
+                raise
             self._polled_failed(exc)
             return
         for index, result in results:

@@ -158,11 +158,16 @@ async def test_driven_work_runs_after_each_pass_once_every_ready_socket_is_read(
 
 class Feeder:
     """Driven work whose ``after_pass`` sends the next byte, ``bytes_`` times in all: the
-    socket is ready again as each pass ends, as when a client answered sends its next request."""
+    socket is ready again as each pass ends, as when a sync completes. It says it awaits
+    that (``awaiting``) unless ``awaits`` is False."""
 
-    def __init__(self, peer: socket.socket, bytes_: int) -> None:
+    def __init__(self, peer: socket.socket, bytes_: int, awaits: bool = True) -> None:
         self.peer = peer
         self.left = bytes_
+        self.awaits = awaits
+
+    def awaiting(self) -> bool:
+        return self.awaits
 
     def poller_started(self, poller: ReadPoller) -> None:
         pass
@@ -190,13 +195,13 @@ def count_wake_ups(poller: ReadPoller, monkeypatch: pytest.MonkeyPatch) -> list[
     return waits
 
 
-@pytest.mark.parametrize("linger", [0.0, 5.0])
-async def test_with_linger_what_becomes_ready_soon_after_a_pass_is_read_without_a_round_of_trio(
-    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch, linger: float
+@pytest.mark.parametrize(("linger", "awaits"), [(0.0, True), (5.0, True), (5.0, False)])
+async def test_with_linger_what_becomes_ready_while_driven_work_awaits_is_read_without_a_round_of_trio(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch, linger: float, awaits: bool
 ) -> None:
     ours, peer = pair
     poller = ReadPoller(linger=linger)
-    poller.drive(Feeder(peer, 9))
+    poller.drive(Feeder(peer, 9, awaits))
     waits = count_wake_ups(poller, monkeypatch)
     received: list[bytes] = []
     done = trio.Event()
@@ -211,10 +216,10 @@ async def test_with_linger_what_becomes_ready_soon_after_a_pass_is_read_without_
     await run_until(poller, done)
     assert received == [b"x"] * 10
     # Each count includes the last wait, for a round that never comes (the test ends).
-    if linger:
-        assert len(waits) == 2, "ten requests, each ready as the last pass ended, in one round"
+    if linger and awaits:
+        assert len(waits) == 2, "ten reads, each ready as the last pass ended, in one round"
     else:
-        assert len(waits) == 11
+        assert len(waits) == 11, "with nothing awaited (or no linger), a round per pass"
 
 
 async def test_a_lingering_poller_goes_back_to_trio_once_a_task_is_runnable(

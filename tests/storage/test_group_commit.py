@@ -546,6 +546,7 @@ async def test_when_the_poller_stops_its_sync_in_flight_is_finished_by_the_flush
     async with trio.open_nursery() as nursery:
         await nursery.start(commit.run)
         first = await disk.held_sync(commit, 0)
+        assert commit.awaiting(), "the poller waits for the sync it started"
         commit.poller_scope.cancel()
         await eventually(lambda: not commit.polled)
         assert not first.event.is_set()
