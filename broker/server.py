@@ -874,8 +874,9 @@ class Server:
         assert self.bound is not None
         async with trio.open_nursery() as polling:
             if self.broker is not None:
-                for commit in self.broker.group_commits():  # their syncs run on the poller's task
-                    self.poller.drive(commit)
+                for commit in self.broker.group_commits():
+                    if commit.flusher == "kernel":  # only these can run their syncs on the poller's task
+                        self.poller.drive(commit)
             polling.start_soon(self.poller.run)
             await self._serve_connections_polled(task_status)
             polling.cancel_scope.cancel()
