@@ -275,18 +275,24 @@ def encode_txn_offset_commit(version: int, r: Result) -> dict[str, Any]:
 def _fetch_topics(topics: Any) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     if topics is None:
         return None
+    if len(topics) == 1:
+        topic = topics[0]
+        return ((topic["name"], tuple(topic["partition_indexes"])),)
     return tuple((t["name"], tuple(t["partition_indexes"])) for t in topics)
 
 
 def decode_offset_fetch(version: int, body: Body, client: ClientInfo) -> OffsetFetchRequest:
+    # Built with tuple.__new__, every field in order, as decode_offset_commit does.
+    new_tuple = tuple.__new__
     if version >= 8:
         groups = tuple(
-            FetchGroup(g["group_id"], _fetch_topics(g["topics"]), g.get("member_id"), g.get("member_epoch", -1))
+            new_tuple(FetchGroup, (g["group_id"], _fetch_topics(g["topics"]), g.get("member_id"),
+                                   g.get("member_epoch", -1)))
             for g in body["groups"]
         )
     else:
-        groups = (FetchGroup(body["group_id"], _fetch_topics(body["topics"])),)
-    return OffsetFetchRequest(groups, bool(body.get("require_stable", False)) if version >= 7 else False)
+        groups = (new_tuple(FetchGroup, (body["group_id"], _fetch_topics(body["topics"]), None, -1)),)
+    return new_tuple(OffsetFetchRequest, (groups, bool(body.get("require_stable", False)) if version >= 7 else False))
 
 
 def _fetched_topics(group: FetchedGroup, version: int) -> list[dict[str, Any]]:

@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
 from broker.coordinator.offset_columns import MAX_PARTITION, ChunkWriter, Columns, EntryImage, load_columns
+from broker.coordinator.requests import FetchedPartition
 from protocol.consumer_offsets import OffsetValue
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.coordinator.records import OffsetCommitRecord
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_PARTITION", "OffsetStore", "TopicOffsets"]
 
 _ABSENT = -(2**63)  # commit timestamp of a partition with no committed offset
+_NONE = ErrorCode.NONE
 
 
 class TopicOffsets:
@@ -82,6 +85,21 @@ class TopicOffsets:
 
     def has(self, partition: int) -> bool:
         return 0 <= partition < len(self.epochs) and self.values[partition * 2 + 1] != _ABSENT
+
+    def fetched(self, partitions: tuple[int, ...]) -> tuple[FetchedPartition, ...]:
+        """What an OffsetFetch answers for these partitions (offset -1 where none is
+        committed), read straight from the arrays: no ``OffsetValue`` on the way."""
+        values, epochs, metadata = self.values, self.epochs, self.metadata
+        known = len(epochs)
+        new = tuple.__new__
+        out = []
+        for p in partitions:
+            if 0 <= p < known and values[2 * p + 1] != _ABSENT:
+                out.append(new(FetchedPartition, (p, values[2 * p], epochs[p],
+                                                  metadata.get(p, "") if metadata else "", _NONE)))
+            else:
+                out.append(new(FetchedPartition, (p, -1, -1, "", _NONE)))
+        return tuple(out)
 
     def get(self, partition: int) -> OffsetValue | None:
         if not 0 <= partition < len(self.epochs):
@@ -224,6 +242,14 @@ class OffsetStore:
     def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
         offsets = self._find(group, topic)
         return None if offsets is None else offsets.get(partition)
+
+    def fetched(self, group: str, topic: str, partitions: tuple[int, ...]) -> tuple[FetchedPartition, ...]:
+        """``TopicOffsets.fetched`` of the group's offsets of ``topic``, one lookup for all."""
+        offsets = self._find(group, topic)
+        if offsets is None:
+            new = tuple.__new__
+            return tuple(new(FetchedPartition, (p, -1, -1, "", _NONE)) for p in partitions)
+        return offsets.fetched(partitions)
 
     def offset_of(self, group: str, topic: str, partition: int) -> int:
         """The committed offset alone (-1 if none), without building an ``OffsetValue``."""

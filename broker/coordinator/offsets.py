@@ -207,8 +207,12 @@ class OffsetMetadataManager:
                     _UNSTABLE(partition) if unstable and unstable(group_id, topic, partition)
                     else _fetched(partition, value))
             return FetchedGroup(group_id, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
+        if unstable is None:
+            fetched = store.fetched
+            return tuple.__new__(FetchedGroup, (group_id, tuple([(name, fetched(group_id, name, partitions))
+                                                                 for name, partitions in group.topics]), E.NONE))
         return FetchedGroup(group_id, tuple(
-            (name, tuple(_UNSTABLE(i) if unstable and unstable(group_id, name, i)
+            (name, tuple(_UNSTABLE(i) if unstable(group_id, name, i)
                          else _fetched(i, store.get(group_id, name, i)) for i in partitions))
             for name, partitions in group.topics
         ))

@@ -200,8 +200,11 @@ class TxnOffsetCommitResult:
 # ---------------------------------------------------------------------- OffsetFetch
 
 
-@dataclass(frozen=True, slots=True)
-class FetchGroup:
+# The OffsetFetch types are named tuples, like the OffsetCommit ones: a few are built for
+# every fetch, and a frozen dataclass's constructor sets each field through a call.
+
+
+class FetchGroup(NamedTuple):
     group_id: str
     #: (topic, partitions) pairs; None asks for every committed offset of the group.
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None
@@ -209,8 +212,7 @@ class FetchGroup:
     member_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetFetchRequest:
+class OffsetFetchRequest(NamedTuple):
     groups: tuple[FetchGroup, ...]
     require_stable: bool = False
 
@@ -225,15 +227,13 @@ class FetchedPartition(NamedTuple):
     error: ErrorCode = ErrorCode.NONE
 
 
-@dataclass(frozen=True, slots=True)
-class FetchedGroup:
+class FetchedGroup(NamedTuple):
     group_id: str
     topics: tuple[tuple[str, tuple[FetchedPartition, ...]], ...]
     error: ErrorCode = ErrorCode.NONE
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetFetchResult:
+class OffsetFetchResult(NamedTuple):
     groups: tuple[FetchedGroup, ...]
 
 

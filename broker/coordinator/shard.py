@@ -290,13 +290,15 @@ class GroupCoordinatorShard:
     def offset_fetch(self, ticket: int, now: int, request: OffsetFetchRequest) -> Effects:
         fx = self.effects()
         groups = []
+        validate = self.group_manager.validate_offset_fetch
+        fetch_group = self.offset_manager.fetch_group
         for group in request.groups:
-            error = self.group_manager.validate_offset_fetch(group)
+            error = validate(group)
             if error is not None:
                 groups.append(FetchedGroup(group.group_id, (), error))
             else:
-                groups.append(self.offset_manager.fetch_group(group, request.require_stable))
-        fx.reply(ticket, OffsetFetchResult(tuple(groups)))
+                groups.append(fetch_group(group, request.require_stable))
+        fx.reply(ticket, tuple.__new__(OffsetFetchResult, (tuple(groups),)))
         return fx
 
     def offset_delete(self, ticket: int, now: int, request: OffsetDeleteRequest) -> Effects:

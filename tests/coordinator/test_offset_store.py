@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.coordinator.offset_store import OffsetStore
+from broker.coordinator.requests import FetchedPartition
 from protocol.consumer_offsets import OffsetValue
 
 values = st.builds(
@@ -23,6 +24,12 @@ values = st.builds(
 )
 keys = st.tuples(st.sampled_from(["g1", "g2", ""]), st.sampled_from(["a", "b"]), st.integers(0, 40))
 ops = st.lists(st.tuples(st.booleans(), keys, values), max_size=80)
+
+
+def _fetched(partition: int, value: OffsetValue | None) -> FetchedPartition:
+    if value is None:
+        return FetchedPartition(partition)
+    return FetchedPartition(partition, value.offset, value.leader_epoch, value.metadata)
 
 
 @settings(max_examples=150, deadline=None)
@@ -39,6 +46,12 @@ def test_store_matches_a_dict_model(operations: list[tuple[bool, tuple[str, str,
             model.pop(key, None)
     for key in {k for _, k, _ in operations}:
         assert store.get(*key) == model.get(key)
+    # What an OffsetFetch answers, read straight from the arrays, is what the values say.
+    for group in ("g1", "g2", ""):
+        for topic in ("a", "b"):
+            partitions = (-1, *range(42))
+            assert store.fetched(group, topic, partitions) == tuple(
+                _fetched(p, model.get((group, topic, p))) for p in partitions)
     expected: dict[str, dict[tuple[str, int], OffsetValue]] = {}
     for (group, topic, partition), value in model.items():
         expected.setdefault(group, {})[(topic, partition)] = value
@@ -104,6 +117,10 @@ def test_a_restored_store_is_the_dumped_one_before_and_after_use(
     assert restored.count() == live.count()
     assert set(restored.group_ids()) == set(live.group_ids())
     assert _restored(restored, groups_per_part).snapshot() == live.snapshot(), "untouched groups copied across"
+    # A fetch of a group still in the columns answers from them.
+    fresh = _restored(live, groups_per_part)
+    for group in ("g2", "g1", ""):
+        assert fresh.fetched(group, "a", (0, 3, 40)) == live.fetched(group, "a", (0, 3, 40))
     for is_put, key, value in after:
         if is_put:
             live.put(*key, value)
