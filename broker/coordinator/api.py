@@ -163,8 +163,8 @@ def encode_sync_group(version: int, r: Result) -> dict[str, Any]:
 def decode_heartbeat(version: int, body: Body, client: ClientInfo) -> HeartbeatRequest:
     # Item access: a heartbeat is the most frequent request, and a construct Container's
     # attribute access is a Python call.
-    return HeartbeatRequest(body["group_id"], body["generation_id"], body["member_id"],
-                            body.get("group_instance_id") if version >= 3 else None)
+    return tuple.__new__(HeartbeatRequest, (body["group_id"], body["generation_id"], body["member_id"],
+                                            body.get("group_instance_id") if version >= 3 else None))
 
 
 def encode_heartbeat(version: int, r: Result) -> dict[str, Any]:

@@ -90,16 +90,19 @@ class SyncGroupResult:
 # ---------------------------------------------------------------------- Heartbeat, LeaveGroup
 
 
-@dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
+# Heartbeat's types are named tuples, the most frequent request's: a frozen dataclass's
+# constructor sets each field through a call, and the result is hashed and compared as
+# the key of its cached reply body.
+
+
+class HeartbeatRequest(NamedTuple):
     group_id: str
     generation_id: int
     member_id: str
     group_instance_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
+class HeartbeatResult(NamedTuple):
     error: ErrorCode
 
 

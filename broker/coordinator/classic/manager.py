@@ -259,7 +259,7 @@ class ClassicGroupManager(ClassicRebalancer):
     # ------------------------------------------------------------------ Heartbeat
 
     def heartbeat(self, ticket: int, now: int, request: HeartbeatRequest, fx: Effects) -> None:
-        fx.reply(ticket, HeartbeatResult(self._heartbeat(now, request)))
+        fx.reply(ticket, tuple.__new__(HeartbeatResult, (self._heartbeat(now, request),)))
 
     def _heartbeat(self, now: int, request: HeartbeatRequest) -> ErrorCode:
         if not request.group_id:
