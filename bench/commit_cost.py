@@ -15,8 +15,9 @@ counted: every commit was applied and written to the log.
 ``--profile N`` runs cProfile over the N-partition workload instead and prints the top
 functions.
 
-``--instructions`` (with ``--fetch``: of OffsetFetch v7 instead of commits) counts the
-instructions the interpreter executes per request instead,
+``--instructions`` (with ``--fetch``: of OffsetFetch v7 instead of commits; with
+``--heartbeat``: of the load generator's classic Heartbeat v3, by the one member of a
+group) counts the instructions the interpreter executes per request instead,
 with valgrind (``cachegrind``, no cache simulation) over two runs of different lengths:
 unlike CPU time, the count does not move with the machine's load or speed, so two
 versions of the code compare on any machine (a run takes about a minute). valgrind must be
@@ -39,8 +40,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from bench.loadgen import FrameFactory, commit_factory, fetch_offsets_factory
+from bench.loadgen import FrameFactory, commit_factory, fetch_offsets_factory, heartbeat_factory
 from broker.app import Broker
 from broker.config import Config
 from broker.context import BrokerContext
@@ -164,6 +166,49 @@ def profile(version: int, partitions: int, requests: int, top: int) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
+def one_member_group(broker: Broker, router: Router, group: str) -> tuple[str, int]:
+    """A classic group with one member, joined and synced through the router: (member id,
+    generation). The join completes at the group's first timer, fired here."""
+    def call(api_key: ApiKey, version: int, body: dict[str, object]) -> Any:
+        outcome = router.route(encode_request(api_key, version, 1, body, "bench")[4:], PEER)
+        assert isinstance(outcome, Slot)
+        deadline = time.monotonic() + 10
+        while not outcome.is_set():
+            assert time.monotonic() < deadline, f"{api_key.name} not answered"
+            time.sleep(0.001)
+            service = broker.groups
+            service.apply(service.coordinator.on_time(service.clock()))
+        assert outcome.frame is not None
+        return decode_response(api_key, version, outcome.frame[4:])[1]
+
+    join: dict[str, object] = {
+        "group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
+        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    join["member_id"] = call(ApiKey.JOIN_GROUP, 5, join).member_id  # MEMBER_ID_REQUIRED first
+    joined = call(ApiKey.JOIN_GROUP, 5, join)
+    assert joined.error_code == 0, joined
+    member_id = str(join["member_id"])
+    synced = call(ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": joined.generation_id,
+                                         "member_id": member_id,
+                                         "assignments": [{"member_id": member_id, "assignment": b""}]})
+    assert synced.error_code == 0, synced
+    return member_id, joined.generation_id
+
+
+def route_heartbeats(requests: int) -> None:
+    """Warm up, then route ``requests`` heartbeats of a one-member group, each answered at
+    once with no error."""
+    with in_process_broker() as (broker, router):
+        member_id, generation = one_member_group(broker, router, "commit-cost-heartbeat")
+        factory = heartbeat_factory("commit-cost-heartbeat", member_id, generation)
+        frames = [factory(i)[4:] for i in range(1, requests + 101)]
+        run_round(router, frames[:100])
+        run_round(router, frames[100:])
+        outcome = router.route(frames[-1], PEER)
+        assert isinstance(outcome, Slot) and outcome.frame is not None
+        assert decode_response(ApiKey.HEARTBEAT, 3, outcome.frame[4:])[1].error_code == 0  # the loadgen's v3
+
+
 def route_only(version: int, partitions: int, requests: int, fetch: bool = False) -> None:
     """Warm up, then route ``requests`` commits (or, with ``fetch``, OffsetFetches of the
     offsets committed): what ``instructions`` runs under valgrind."""
@@ -180,7 +225,8 @@ def route_only(version: int, partitions: int, requests: int, fetch: bool = False
         read_back(broker, router, workload)
 
 
-def instructions(version: int, partitions: int, requests: int, fetch: bool = False) -> float:
+def instructions(version: int, partitions: int, requests: int, fetch: bool = False,
+                 heartbeat: bool = False) -> float:
     """Instructions per request: the count of a run of ``requests`` less one of a tenth as
     many, over the difference (start-up, warm-up and read-back cancel out)."""
     valgrind = shutil.which("valgrind")
@@ -192,7 +238,8 @@ def instructions(version: int, partitions: int, requests: int, fetch: bool = Fal
         done = subprocess.run(
             [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
              sys.executable, "-m", "bench.commit_cost", "--version", str(version), "--route-only", str(n),
-             "--partitions", str(partitions), *(["--fetch"] if fetch else [])],
+             "--partitions", str(partitions), *(["--fetch"] if fetch else []),
+             *(["--heartbeat"] if heartbeat else [])],
             env=env, capture_output=True, text=True, check=True)
         found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
         if found is None:
@@ -216,17 +263,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=1, help="partitions per request (--instructions)")
     parser.add_argument("--fetch", action="store_true",
                         help="with --instructions: OffsetFetch v7 of the committed offsets instead of commits")
+    parser.add_argument("--heartbeat", action="store_true",
+                        help="with --instructions: classic Heartbeat v3 of a one-member group instead of commits")
     parser.add_argument("--route-only", type=int, metavar="REQUESTS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.route_only is not None:
-        route_only(args.version, args.partitions, args.route_only, args.fetch)
+        if args.heartbeat:
+            route_heartbeats(args.route_only)
+        else:
+            route_only(args.version, args.partitions, args.route_only, args.fetch)
         return 0
     if args.instructions:
         requests = args.requests if args.partitions == 1 else max(20, args.requests // 10)
-        per_request = instructions(args.version, args.partitions, requests, args.fetch)
-        what = f"OffsetFetch v{FETCH_VERSION}" if args.fetch else f"OffsetCommit v{args.version}"
-        print(f"{what}, {args.partitions} partition(s) per request: "
-              f"{per_request:,.0f} instructions per request (valgrind, in process)")
+        per_request = instructions(args.version, args.partitions, requests, args.fetch, args.heartbeat)
+        what = ("Heartbeat v3" if args.heartbeat else f"OffsetFetch v{FETCH_VERSION}" if args.fetch
+                else f"OffsetCommit v{args.version}")
+        shape = "" if args.heartbeat else f", {args.partitions} partition(s) per request"
+        print(f"{what}{shape}: {per_request:,.0f} instructions per request (valgrind, in process)")
         return 0
     if args.profile:
         profile(args.version, args.profile, args.requests // 10 if args.profile > 1 else args.requests, args.top)
