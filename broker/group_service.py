@@ -35,7 +35,14 @@ from broker.metrics import CLEAN_BUCKETS, FSYNC_BUCKETS, Family, Histogram, coun
 from broker.replication import AllSettled, Replication
 from broker.slots import Slot, set_all
 from protocol.api_keys import ApiKey
-from protocol.codec import Request, encode_response, encode_response_body, response_frame
+from protocol.codec import (
+    FRAME_HEAD,
+    Request,
+    encode_response,
+    encode_response_body,
+    response_frame,
+    response_tail,
+)
 from protocol.errors import ErrorCode
 from protocol.records import EndTransactionMarker
 from storage.cleaner import CleanResult
@@ -57,6 +64,7 @@ OFFSET_COMMIT = 8
 #: APIs whose encoded reply bodies are kept by result (``GroupService._reply_frame``), and how many.
 REPEATING_REPLIES = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT})
 REPLY_BODIES_KEPT = 4096
+_frame_head = FRAME_HEAD.pack
 
 #: Called when a write or fsync of the coordinator log fails: ``(what was being done, error)``.
 StorageFailure = Callable[[str, OSError], None]
@@ -130,7 +138,9 @@ class GroupService:
         self.on_storage_failure: StorageFailure = raise_storage_failure
         self.stopped = False  # a write or fsync failed: nothing more is appended or answered
         self._tickets: dict[int, tuple[Slot, Binding, Any]] = {}
-        self._reply_bodies: dict[tuple[int, int, Result], bytes] = {}
+        #: Encoded replies of REPEATING_REPLIES by result: the frame's size and what follows
+        #: the correlation id (``protocol.codec.response_tail``).
+        self._reply_tails: dict[tuple[int, int, Result], tuple[int, bytes]] = {}
         #: The latest record of every group key, in log order: the snapshot's group section.
         self._group_records: dict[bytes, bytes] = {}
         #: Records the state holds that the snapshot on disk does not (1: no snapshot yet).
@@ -334,20 +344,22 @@ class GroupService:
             if binding.encode_body is not None:
                 return response_frame(api_key, version, slot.correlation_id, binding.encode_body(version, result))
             return encode_response(api_key, version, slot.correlation_id, binding.encode(version, result))
-        bodies = self._reply_bodies
+        tails = self._reply_tails
         key = (api_key, version, result)
         try:
-            body = bodies.get(key)
+            kept = tails.get(key)
             hashable = True
         except TypeError:  # a result holding something unhashable: encode it every time
-            body, hashable = None, False
-        if body is None:
+            kept, hashable = None, False
+        if kept is None:
             body = encode_response_body(api_key, version, binding.encode(version, result))
+            kept = response_tail(api_key, version, body)
             if hashable:
-                if len(bodies) >= REPLY_BODIES_KEPT:
-                    bodies.clear()
-                bodies[key] = body
-        return response_frame(api_key, version, slot.correlation_id, body)
+                if len(tails) >= REPLY_BODIES_KEPT:
+                    tails.clear()
+                tails[key] = kept
+        size, tail = kept
+        return _frame_head(size, slot.correlation_id) + tail
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
                      marker: EndTransactionMarker) -> int | None:

@@ -187,7 +187,18 @@ def encode_response_body(api_key: int, api_version: int, body: Any) -> bytes:
     return encode_body(RESPONSES[api_key], api_version, body)
 
 
-_FRAME_HEAD = struct.Struct(">ii")
+_FRAME_HEAD = FRAME_HEAD = struct.Struct(">ii")  # a response frame's size and correlation id
+
+
+def response_tail(api_key: int, api_version: int, body: bytes) -> tuple[int, bytes]:
+    """``response_frame``'s bytes after the correlation id, and the frame's size field: the
+    frame of ``body`` for any correlation id is ``FRAME_HEAD.pack(size, correlation_id) + tail``,
+    for a body sent many times."""
+    if compiled_for(RESPONSES[api_key], api_version).flexible and api_key != _API_VERSIONS:
+        tail = b"\x00" + body  # header v1: no tags
+    else:
+        tail = body
+    return len(tail) + 4, tail
 
 
 def response_frame(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:

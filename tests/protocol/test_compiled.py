@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from protocol import codec
 from protocol import consumer_offsets as co
 from protocol.codec import (
+    FRAME_HEAD,
     decode_body,
     decode_body_reference,
     decode_request,
@@ -41,7 +42,10 @@ from protocol.codec import (
     encode_request,
     encode_request_reference,
     encode_response,
+    encode_response_body,
     encode_response_reference,
+    response_frame,
+    response_tail,
 )
 from protocol.compiler import compile_struct, compiled_for
 from protocol.errors import ProtocolError, UnsupportedRequest
@@ -434,6 +438,11 @@ def test_response_frames(key: int, seed: int, correlation_id: int, data: st.Data
     body = example_for(message, version, seed=seed)
     frame = encode_response(key, version, correlation_id, body)
     assert frame == encode_response_reference(key, version, correlation_id, body)
+    # A body encoded once and framed per reply (the coordinator's repeating replies).
+    encoded = encode_response_body(key, version, body)
+    assert response_frame(key, version, correlation_id, encoded) == frame
+    size, tail = response_tail(key, version, encoded)
+    assert FRAME_HEAD.pack(size, correlation_id) + tail == frame
     for candidate in (
         frame[4:],
         frame[4 : 4 + data.draw(st.integers(0, len(frame) - 5))],
