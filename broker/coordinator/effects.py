@@ -9,7 +9,7 @@ from broker.coordinator.records import CoordinatorRecord, OffsetCommitRecord
 from broker.coordinator.requests import Result
 
 
-@dataclass
+@dataclass(init=False)
 class Effects:
     """One batch of records per group, and replies by ticket.
 
@@ -29,6 +29,18 @@ class Effects:
     replay_transactional: Callable[[CoordinatorRecord, int], None] | None = None
     #: Records of transactional batches: one batch per (group, producer id, producer epoch).
     transactional: dict[tuple[str, int, int], list[CoordinatorRecord]] = field(default_factory=dict)
+
+    def __init__(self, replay: Callable[[CoordinatorRecord], None] | None = None,
+                 replay_offsets: Callable[[list[OffsetCommitRecord]], None] | None = None,
+                 replay_transactional: Callable[[CoordinatorRecord, int], None] | None = None) -> None:
+        # Written out: every request the coordinator handles opens one, and the generated
+        # constructor calls a factory for each empty collection.
+        self.replay = replay
+        self.replay_offsets = replay_offsets
+        self.records = {}
+        self.replies = []
+        self.replay_transactional = replay_transactional
+        self.transactional = {}
 
     def write(self, group_id: str, record: CoordinatorRecord) -> None:
         if self.replay is None:

@@ -70,6 +70,8 @@ class GroupCoordinatorShard:
         self.timers = Timers()
         self._image = topics
         self.offset_manager = OffsetMetadataManager(self.config, topics)
+        #: What every call's effects replay through (``effects``), bound once.
+        self._replays = (self.replay, self.offset_manager.replay_all, self.replay_transactional)
         pending = self.offset_manager.pending
         self.group_manager = GroupMetadataManager(
             self.config, self.timers, new_id,
@@ -133,7 +135,7 @@ class GroupCoordinatorShard:
 
     def effects(self) -> Effects:
         """Effects whose records replay into this shard as they are written."""
-        return Effects(self.replay, self.offset_manager.replay_all, replay_transactional=self.replay_transactional)
+        return Effects(*self._replays)
 
     # ------------------------------------------------------------------ replay and load
 
