@@ -195,7 +195,9 @@ class GroupCommit:
         self._waiting: deque[tuple[int, Reply]] = deque()
         self._timed: deque[tuple[float, Reply, TimeoutReply, Any]] = deque()
         self._clock: trio.abc.Clock | None = None
-        self._wake: trio.Event | None = None  # the waiting flusher, idle until an append
+        #: The flusher task, idle until an append (or, for the kernel flusher, a poller's
+        #: offer or a job the poller hands over).
+        self._wake: trio.Event | None = None
         # The kernel flusher's rounds on the poller's task (``poller_started``).
         self._split: SplitSyncable | None = None
         self._kernel: KernelSync | None = None
@@ -204,8 +206,7 @@ class GroupCommit:
         self._pending: PendingSync | None = None  # its sync under way in the kernel
         self._pending_started = 0.0
         self._pending_failure: OSError | None = None
-        self._task_job: str | None = None  # what the poller handed to the flusher task
-        self._task_wake: trio.Event | None = None
+        self._task_job: str | None = None  # what a round handed to the flusher task
 
     # --- the event loop's side: called for every request -------------------------------------
 
@@ -216,12 +217,9 @@ class GroupCommit:
             poller = self._poller
             if poller is not None:
                 if not poller.in_pass:  # a timer's or another task's appends: no pass ends after them
-                    self.after_pass()
+                    self._start_round()
                 return
-            wake = self._wake
-            if wake is not None:
-                self._wake = None
-                wake.set()
+            self._wake_task()
 
     def reply_when_durable(
         self, seq: int, reply: Reply, on_timeout: TimeoutReply | None = None, context: Any = None
@@ -281,60 +279,74 @@ class GroupCommit:
     async def _kernel_flusher(self, split: SplitSyncable, kernel: KernelSync) -> None:
         """Write on the event loop and let the kernel run the fdatasync (``storage.aio``).
 
-        No thread takes part: the journal's buffer is written with one ``pwrite``, its
-        fdatasync is queued with AIO, and the flusher waits for the completion on an
-        eventfd like any socket while the loop serves other requests, whose appends share
-        the next sync. A disk that hangs holds this task, not the event loop (unless a
-        checkpoint holds the log's locks meanwhile), so the commit timeout still fires.
-        If the kernel turns the sync down as unsupported, the flusher hands over to the
-        thread ones for the rest of the run.
+        No thread takes part: a round (``_start_round``) writes the journal's buffer with one
+        ``pwrite`` and queues its fdatasync with AIO, and the completion is read from an
+        eventfd (``_kernel_readable``) like any socket while the loop serves other
+        requests, whose appends share the next sync. While the server's read poller runs,
+        the poller's task runs the rounds (``poller_started``); otherwise this task does.
+        Either way this task does what must be awaited (``_task_job``): a sync while a
+        blocking one holds the log, the journal's checkpoint. A disk that hangs holds
+        only the sync, not the event loop (unless a checkpoint holds the log's locks
+        meanwhile), so the commit timeout still fires. If the kernel turns the sync down
+        as unsupported, the thread flushers take over for the rest of the run.
         """
         try:
-            while True:
-                if self._offered is not None:
-                    outcome = await self._polled(split, kernel)
-                    if outcome == "stop":
-                        return
-                    if outcome == "unsupported":
-                        break
-                    continue
-                if not await self._round_due():
-                    continue
-                started = time.perf_counter()
-                try:
-                    durable = await self._split_sync(split, kernel)
-                except OSError as exc:
-                    self._sync_failed(exc)
-                    return
-                if durable is None:
-                    break
-                self._synced(durable, time.perf_counter() - started)
-                if split.checkpoint_due:
-                    try:
-                        await trio.to_thread.run_sync(split.checkpoint)
-                    except OSError as exc:
-                        self._sync_failed(exc)
-                        return
+            outcome = await self._kernel_rounds(split, kernel)
         finally:
             self._detach()
             self._kernel = None
             kernel.close()
-        self._flush_needed.set()  # the round the kernel turned down is the thread flusher's first
-        await self._thread_flusher()
+        if outcome == "unsupported":
+            self._flush_needed.set()  # the round the kernel turned down is the thread flusher's first
+            await self._thread_flusher()
 
-    async def _round_due(self) -> bool:
-        """Return True once appends were made since the last round began (``appended``), or
-        False once a poller offers to run the rounds (``poller_started``)."""
-        needed = self._flush_needed
-        while not needed.is_set() and self._offered is None:
+    async def _kernel_rounds(self, split: SplitSyncable, kernel: KernelSync) -> str:
+        """Run the kernel flusher until a sync fails ("stop") or the kernel has no
+        asynchronous fdatasync ("unsupported")."""
+        while True:
+            offered = self._offered
+            if offered is not None:  # the poller runs the rounds from now on
+                self._offered = None
+                self._poller = offered
+                offered.add(kernel.fileno(), self._kernel_readable)
+                self._start_round()  # what was appended before
+            job = self._task_job  # kept until done: no round starts meanwhile
+            if job == "stop" or job == "unsupported":
+                return job
+            if job is not None:
+                try:
+                    if job == "blocking":
+                        durable, seconds = await trio.to_thread.run_sync(self._timed_sync)
+                        self._synced(durable, seconds)
+                    else:
+                        await trio.to_thread.run_sync(split.checkpoint)
+                except OSError as exc:
+                    self._sync_failed(exc)
+                    return "stop"
+                self._task_job = None
+                if self._poller is not None:
+                    self._start_round()  # what was appended while the task worked
+                continue
+            if self._poller is None:  # the rounds are this task's
+                if self._pending is not None:
+                    await trio.lowlevel.wait_readable(kernel.fileno())
+                    self._kernel_readable()
+                    continue
+                if self._flush_needed.is_set():
+                    self._start_round()
+                    continue
             self._wake = wake = trio.Event()
             await wake.wait()
-        if self._offered is not None:
-            return False
-        needed.clear()
-        return True
 
-    # --- the kernel flusher's rounds on the poller's task ------------------------------------
+    async def _round_due(self) -> None:
+        """Return once appends were made since the last round began (``appended``)."""
+        needed = self._flush_needed
+        while not needed.is_set():
+            self._wake = wake = trio.Event()
+            await wake.wait()
+        needed.clear()
+
+    # --- the kernel flusher's rounds, on the poller's task or the flusher task's ----------------
 
     def poller_started(self, poller: Poller) -> None:
         """The server's poller (``broker.poller``) runs: let it run the kernel flusher's rounds.
@@ -352,26 +364,28 @@ class GroupCommit:
         if self._kernel is None or self.failure is not None:
             return
         self._offered = poller
-        wake = self._wake
-        if wake is not None:
-            self._wake = None
-            wake.set()
+        self._wake_task()
 
     def poller_stopped(self) -> None:
         """The poller stopped (its epoll is closed): the flusher task takes the rounds back."""
         self._offered = None
         if self._poller is not None:
             self._poller = None
-            self._hand_to_task(None)
+            self._wake_task()  # a sync in flight is the task's to finish now
 
     def awaiting(self) -> bool:
         """Whether a sync the poller started is in flight (its completion is coming)."""
         return self._pending is not None
 
     def after_pass(self) -> None:
-        """Start a sync if appends were made and none is under way (the poller calls this at
-        the end of each pass; ``appended`` calls it for appends made outside one)."""
-        if self._poller is None or self._pending is not None or self._task_job is not None:
+        """The poller ends each pass with this: start a sync if its reads made appends."""
+        if self._poller is not None:
+            self._start_round()
+
+    def _start_round(self) -> None:
+        """Start a sync if appends were made and none is under way; a round that cannot run
+        on the event loop is handed to the task (``_task_job``)."""
+        if self._pending is not None or self._task_job is not None:
             return
         needed = self._flush_needed
         if not needed.is_set():
@@ -383,13 +397,13 @@ class GroupCommit:
         try:
             pending = split.sync_start()
         except OSError as exc:
-            self._polled_failed(exc)
+            self._round_failed(exc)
             return
         if pending is None:  # a blocking sync holds the log: the task syncs after it, in a thread
             self._hand_to_task("blocking")
             return
         if not pending.fds:
-            self._polled_done(pending, None)
+            self._round_done(pending, None)
             return
         try:
             kernel.submit(pending.fds)
@@ -403,13 +417,14 @@ class GroupCommit:
                 needed.set()
                 self._hand_to_task("unsupported")
             else:
-                self._polled_failed(exc)
+                self._round_failed(exc)
             return
         self._pending = pending
         self._pending_started = time.perf_counter()
 
     def _kernel_readable(self) -> None:
-        """The kernel reported on its eventfd: take the results, and finish the sync once all are in."""
+        """The kernel reported on its eventfd: take the results, and finish the sync once all are
+        in (on the poller's task, or the flusher task's when no poller runs the rounds)."""
         kernel = self._kernel
         assert kernel is not None
         pending = self._pending
@@ -421,7 +436,7 @@ class GroupCommit:
                 self._split.sync_finish(pending, False)  # never leave the journal's sync lock held
             if not isinstance(exc, OSError):
                 raise
-            self._polled_failed(exc)
+            self._round_failed(exc)
             return
         for index, result in results:
             if result < 0 and self._pending_failure is None and pending is not None:
@@ -430,75 +445,37 @@ class GroupCommit:
             return
         self._pending = None
         failure, self._pending_failure = self._pending_failure, None
-        self._polled_done(pending, failure)
+        self._round_done(pending, failure)
 
-    def _polled_done(self, pending: PendingSync, failure: OSError | None) -> None:
+    def _round_done(self, pending: PendingSync, failure: OSError | None) -> None:
         split = self._split
         assert split is not None
         durable = split.sync_finish(pending, failure is None)
         if failure is not None:
-            self._polled_failed(failure)
+            self._round_failed(failure)
             return
         self._synced(durable, time.perf_counter() - self._pending_started)
         if split.checkpoint_due:
             self._hand_to_task("checkpoint")
 
-    def _polled_failed(self, exc: OSError) -> None:
+    def _round_failed(self, exc: OSError) -> None:
         self._sync_failed(exc)
         self._hand_to_task("stop")
 
-    def _hand_to_task(self, job: str | None) -> None:
-        """Wake the flusher task for ``job`` (None: only to see that the poller stopped)."""
-        if job is not None:
-            self._task_job = job
-        wake = self._task_wake
-        if wake is not None:
-            self._task_wake = None
-            wake.set()
+    def _hand_to_task(self, job: str) -> None:
+        """Leave ``job`` to the flusher task: what must be awaited, or the end of the rounds."""
+        self._task_job = job
+        self._wake_task()
 
-    async def _polled(self, split: SplitSyncable, kernel: KernelSync) -> str:
-        """The flusher task while the poller runs the rounds: take the poller's offer, then do
-        the jobs it hands over. Returns "undriven" once the poller stopped and no sync is
-        under way (the task runs the rounds again), "unsupported" (a thread flusher takes
-        over) or "stop" (a sync failed)."""
-        poller = self._offered
-        assert poller is not None
-        self._offered = None
-        self._poller = poller
-        poller.add(kernel.fileno(), self._kernel_readable)
-        self.after_pass()  # what was appended before
-        while True:
-            job = self._task_job  # kept until done: the poller starts no sync meanwhile
-            if job == "stop" or job == "unsupported":
-                return job
-            if job is not None:
-                try:
-                    if job == "blocking":
-                        durable, seconds = await trio.to_thread.run_sync(self._timed_sync)
-                        self._synced(durable, seconds)
-                    else:
-                        await trio.to_thread.run_sync(split.checkpoint)
-                except OSError as exc:
-                    self._sync_failed(exc)
-                    return "stop"
-                self._task_job = None
-            if self._poller is None:  # stopped: finish its sync here, then run the rounds again
-                while self._pending is not None:
-                    await trio.lowlevel.wait_readable(kernel.fileno())
-                    self._kernel_readable()
-                if self._task_job is None:
-                    return "undriven"
-                continue
-            if job is not None:
-                self.after_pass()  # what was appended while the task worked
-                continue
-            self._task_wake = wake = trio.Event()
-            await wake.wait()
+    def _wake_task(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
 
     def _detach(self) -> None:
         """The kernel flusher ends: the poller may no longer start syncs or read its eventfd,
-        and a sync still under way leaves what it covers to the next one (as when a round
-        on the task is cancelled in flight)."""
+        and a sync still under way (its task cancelled) leaves what it covers to the next one."""
         self._offered = None
         poller, self._poller = self._poller, None
         if poller is not None and self._kernel is not None:
@@ -506,36 +483,6 @@ class GroupCommit:
         pending, self._pending = self._pending, None
         if pending is not None and self._split is not None:
             self._split.sync_finish(pending, False)
-
-    async def _split_sync(self, split: SplitSyncable, kernel: KernelSync) -> int | None:
-        """One sync in halves; the durable number, or None if the kernel has no asynchronous fsync."""
-        pending = split.sync_start()
-        if pending is None:  # a blocking sync holds the log (a snapshot's, in a worker thread)
-            durable, _ = await trio.to_thread.run_sync(self._timed_sync)
-            return durable
-        synced = False
-        try:
-            if pending.fds:
-                try:
-                    kernel.submit(pending.fds)
-                except OSError as exc:
-                    if kernel.in_flight or exc.errno not in _UNSUPPORTED:
-                        raise
-                    log.info("%s: the kernel has no asynchronous fdatasync here (%s); syncs run in a thread",
-                              self.name, exc.strerror)
-                    return None
-                failure: OSError | None = None
-                while kernel.in_flight:
-                    await trio.lowlevel.wait_readable(kernel.fileno())
-                    for index, result in kernel.reap():
-                        if result < 0 and failure is None:
-                            failure = located(OSError(-result, os.strerror(-result)), pending.paths[index])
-                if failure is not None:
-                    raise failure
-            synced = True
-        finally:
-            durable = split.sync_finish(pending, synced)
-        return durable
 
     async def _flusher(self) -> None:
         """Run syncs in one long-lived thread and release replies as each one returns.
