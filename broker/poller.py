@@ -26,7 +26,10 @@ a pass makes a task runnable (a reply a connection task waits for), a thread has
 trio a callback, trio's next deadline is due, or ``linger`` has passed. So trio's own
 descriptors (listening sockets, connections waiting to write, its wake-up socket, which
 a thread's result arrives on) wait for their round at most as long as a sync, and never
-more than ``linger`` (epoll's timeouts are whole milliseconds, so up to one more).
+more than ``linger`` (epoll's timeouts are whole milliseconds, so up to one more). So do
+the tasks trio woke in the same round as the poller (a timer that had just fired, a task
+whose socket became ready): trio has taken them off its run queue to run them after the
+poller, so ``current_statistics`` does not count them as runnable.
 """
 
 from __future__ import annotations
