@@ -271,7 +271,8 @@ class GroupCoordinatorShard:
         fx = self.effects()
         error = self.group_manager.validate_offset_commit(request, now)
         fx.reply(ticket, self.offset_manager.commit(request, error, now, fx))
-        self.group_manager.after_offset_commit(request.group_id)
+        if not fx.records:  # a group that now has offsets is not unused
+            self.group_manager.after_offset_commit(request.group_id)
         if error is None and self.group_configs.out_of_range(request.group_id) == "nearest":
             committed = [(t.name, p.partition) for t in request.topics for p in t.partitions]
             self._write_policy_commits(request.group_id, self.policies.out_of_range(request.group_id, committed, now),
