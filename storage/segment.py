@@ -80,33 +80,32 @@ def scan_segment(data: bytes, base_offset: int, *, contiguous: bool = True) -> S
     batch that goes back or overlaps is not.
     """
     walk = walk_bytes(data)
-    offsets: list[int] = []
-    positions: list[int] = []
+    positions, offsets, deltas = walk.columns()
     ends: list[int] = []
     gapped = False
     expected = base_offset
-    valid = 0
     problem: str | None = None
-    for pos, header in walk:
-        if contiguous and header.base_offset != expected:
-            problem = f"batch at byte {pos} has base offset {header.base_offset}, expected {expected}"
-        elif header.base_offset < expected:
-            problem = (
-                f"batch at byte {pos} has base offset {header.base_offset}, "
-                f"expected at least {expected}"
-            )
-        elif header.last_offset_delta < 0:
-            problem = f"batch at byte {pos} has negative last_offset_delta {header.last_offset_delta}"
-        if problem is not None:
+    for pos, base, delta in zip(positions, offsets, deltas, strict=True):
+        if base != expected:
+            if contiguous:
+                problem = f"batch at byte {pos} has base offset {base}, expected {expected}"
+                break
+            if base < expected:
+                problem = f"batch at byte {pos} has base offset {base}, expected at least {expected}"
+                break
+            gapped = True
+        if delta < 0:
+            problem = f"batch at byte {pos} has negative last_offset_delta {delta}"
             break
-        gapped = gapped or header.base_offset != expected
-        offsets.append(header.base_offset)
-        positions.append(pos)
-        ends.append(header.next_offset)
-        expected = header.next_offset
-        valid = walk.valid_bytes
+        expected = base + delta + 1  # the batch's next offset
+        ends.append(expected)
     else:
         problem = walk.describe_stop()
+    valid = walk.valid_bytes  # the end of the last batch kept
+    kept = len(ends)
+    if kept < len(positions):  # an offset went wrong: the segment is good up to that batch
+        valid = positions[kept]
+        del positions[kept:], offsets[kept:]
     return SegmentScan(offsets, positions, expected, valid, problem, ends if gapped else None)
 
 

@@ -212,6 +212,11 @@ class BatchHeader(_HeaderFields, BatchAttributes):
     __slots__ = ()
 
 
+#: ``_new_header(BatchHeader, fields)``: a header from its unpacked fields, without the
+#: Python call of ``BatchHeader._make`` (recovery builds one per batch of every segment).
+_new_header = tuple.__new__
+
+
 # --- checks shared by the decoders ----------------------------------------------------
 
 
@@ -227,7 +232,7 @@ def check_frame(view: memoryview) -> BatchHeader:
     """Header of a buffer that must hold exactly one v2 batch; raises if it does not."""
     if len(view) < HEADER_SIZE:
         raise RecordBatchError(f"truncated batch: {len(view)} bytes, header needs {HEADER_SIZE}")
-    header = BatchHeader._make(HEADER.unpack_from(view, 0))
+    header = _new_header(BatchHeader, HEADER.unpack_from(view, 0))
     if header.magic != MAGIC:
         raise RecordBatchError(f"unsupported magic {header.magic}, only {MAGIC} is handled")
     if header.batch_length < MIN_BATCH_LENGTH:
@@ -259,7 +264,7 @@ def peek_batch_header(data: bytes | bytearray | memoryview, pos: int = 0) -> Bat
     if pos < 0:
         raise RecordBatchError(f"negative position {pos}")
     try:
-        return BatchHeader._make(HEADER.unpack_from(data, pos))
+        return _new_header(BatchHeader, HEADER.unpack_from(data, pos))
     except struct.error:
         raise RecordBatchError(f"fewer than {HEADER_SIZE} bytes at position {pos}") from None
 
@@ -278,7 +283,7 @@ def scan_batches(
     found: list[tuple[int, BatchHeader]] = []
     pos = 0
     while end - pos >= HEADER_SIZE:
-        header = BatchHeader._make(HEADER.unpack_from(view, pos))
+        header = _new_header(BatchHeader, HEADER.unpack_from(view, pos))
         if header.magic != MAGIC or header.batch_length < MIN_BATCH_LENGTH:
             break
         stop = pos + header.size

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol.records import BatchHeader, build_records, encode_batch, peek_batch_header, scan_batches
 from storage.walker import BatchWalk, scan_bytes, walk_bytes, walk_file
@@ -69,6 +71,36 @@ def test_a_walk_stops_at_the_first_bad_batch_and_says_why() -> None:
     magic[third + 16] = 1
     bad = walk_bytes(bytes(magic))
     assert len(bad.headers()) == 2 and bad.describe_stop() == f"bad magic 1 at byte {third}"
+
+
+_DATA = batches([1, 3, 2, 5, 1, 4])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    flips=st.lists(st.tuples(st.integers(0, len(_DATA) - 1), st.integers(1, 255)), max_size=3),
+    cut=st.integers(0, len(_DATA)),
+    tail=st.binary(max_size=80),
+    start_batch=st.integers(0, 2),
+)
+def test_the_columns_of_a_walk_are_what_iterating_it_finds(
+    flips: list[tuple[int, int]], cut: int, tail: bytes, start_batch: int
+) -> None:
+    """``columns`` (recovery's fast scan) takes exactly the batches iterating takes, and
+    ends with the same valid length and the same reason, whatever the damage: bytes
+    flipped anywhere (magic, lengths, offsets, CRC, records), a cut, trailing junk."""
+    data = bytearray(_DATA[:cut] + tail)
+    for at, mask in flips:
+        if at < len(data):
+            data[at] ^= mask
+    start = [pos for pos, _ in scan_bytes(_DATA)[0]][start_batch]
+    iterated = walk_bytes(bytes(data), start=start)
+    headers = iterated.headers()
+    fast = walk_bytes(bytes(data), start=start)
+    assert fast.columns() == ([pos for pos, _ in headers], [h.base_offset for _, h in headers],
+                              [h.last_offset_delta for _, h in headers])
+    assert fast.valid_bytes == iterated.valid_bytes
+    assert fast.describe_stop() == iterated.describe_stop()
 
 
 @pytest.mark.parametrize("chunk", [61, 100, 1000, 64 << 10])
