@@ -198,7 +198,7 @@ class GroupCommit:
         #: The flusher task, idle until an append (or, for the kernel flusher, a poller's
         #: offer or a job the poller hands over).
         self._wake: trio.Event | None = None
-        # The kernel flusher's rounds on the poller's task (``poller_started``).
+        # The kernel flusher's rounds (``_start_round``), on the poller's task while one runs them.
         self._split: SplitSyncable | None = None
         self._kernel: KernelSync | None = None
         self._offered: Poller | None = None  # a poller that started; the flusher task takes it up

@@ -137,8 +137,9 @@ class BatchWalk:
 
         Recovery scans every batch of every segment this way. Held in memory and CRC-checked,
         the batches are taken by a plain loop, with no header built and no generator step
-        per batch: it takes only batches that iterating would take, and where it stops,
-        iterating judges the batch there (and so says why the walk ends).
+        per batch: it takes only batches that iterating would take, and where it stops
+        (``start`` moves there), iterating judges the batch there (and so says why the walk
+        ends).
         """
         positions: list[int] = []
         bases: list[int] = []
