@@ -153,7 +153,8 @@ class GroupService:
         self.replication: Replication | None = None
         self._next_ticket = 0
         self.timers = DeadlineTask(lambda: self.coordinator.next_deadline(),
-                                   lambda now: self.apply(self.coordinator.on_time(now)), lambda: self.clock())
+                                   lambda now: self.apply(self.coordinator.on_time(now)), lambda: self.clock(),
+                                   lambda: self.coordinator.timers.take_earliest_new())
         # Metrics (read by broker.metrics at scrape time).
         self.records_appended = 0
         self.batches_appended = 0

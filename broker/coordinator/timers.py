@@ -30,6 +30,7 @@ class Timers:
         self._heap: list[tuple[int, int, str, str, str]] = []
         self._seq = 0
         self._kinds: dict[str, TimerKind] = {}
+        self._earliest_new: int | None = None
 
     def register(self, kind: str, handler: TimerKind) -> None:
         self._kinds[kind] = handler
@@ -37,6 +38,19 @@ class Timers:
     def schedule(self, deadline: int, kind: str, group_id: str, member_id: str = "") -> None:
         self._seq += 1
         heapq.heappush(self._heap, (deadline, self._seq, kind, group_id, member_id))
+        earliest = self._earliest_new
+        if earliest is None or deadline < earliest:
+            self._earliest_new = deadline
+
+    def take_earliest_new(self) -> int | None:
+        """The earliest deadline scheduled since the last call, or None; forgets it.
+
+        Only a newly scheduled timer can make ``next_deadline`` earlier (an entry only ever
+        stops being current), so whoever sleeps until ``next_deadline`` need only compare
+        this with it to know whether to wake sooner.
+        """
+        earliest, self._earliest_new = self._earliest_new, None
+        return earliest
 
     def next_deadline(self) -> int | None:
         """The earliest current deadline, or None."""
