@@ -17,12 +17,12 @@ class DeadlineTask:
     """
 
     def __init__(self, next_deadline: Callable[[], int | None], fire: Callable[[int], None],
-                 clock: Callable[[], int], earliest_new: Callable[[], int | None] | None = None) -> None:
+                 clock: Callable[[], int], earliest_new: Callable[[], int | None]) -> None:
         self.next_deadline = next_deadline
         self.fire = fire
         self.clock = clock
-        #: If given, the earliest deadline made since its last call (``Timers.take_earliest_new``):
-        #: ``moved`` compares that alone instead of finding ``next_deadline`` again.
+        #: The earliest deadline made since its last call (``Timers.take_earliest_new``): only
+        #: a new one can make ``next_deadline`` earlier, so ``moved`` compares that alone.
         self.earliest_new = earliest_new
         self._changed = trio.Event()
         self._sleeping_until: int | None = None
@@ -35,14 +35,13 @@ class DeadlineTask:
         self._changed.set()
 
     def moved(self) -> None:
-        deadline = self.next_deadline() if self.earliest_new is None else self.earliest_new()
+        deadline = self.earliest_new()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
             self._changed.set()
 
     async def run(self) -> None:
         while not self.stopped:
-            if self.earliest_new is not None:
-                self.earliest_new()  # what was made until now, next_deadline sees
+            self.earliest_new()  # what was made until now, next_deadline sees
             deadline = self.next_deadline()
             self._changed = trio.Event()
             self._sleeping_until = deadline

@@ -125,7 +125,8 @@ class TransactionService:
         self._tickets: dict[int, tuple[Slot, Binding, TypedRequest]] = {}
         self._next_ticket = 0
         self.timers = DeadlineTask(lambda: self.coordinator.next_deadline(),
-                                   lambda now: self.apply(self.coordinator.on_time(now)), lambda: self.clock())
+                                   lambda now: self.apply(self.coordinator.on_time(now)), lambda: self.clock(),
+                                   lambda: self.coordinator.take_earliest_new())
         self._nursery: trio.Nursery | None = None
         self._pending_markers: list[MarkerRequest] = []
         #: (transactional id, partition) -> the append that added the partition to its open

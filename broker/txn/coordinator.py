@@ -83,6 +83,7 @@ class TransactionCoordinator:
         self.epochs: dict[int, int] = {}
         #: (deadline, transactional id, producer id, epoch, start): open transactions' timeouts, checked lazily.
         self._deadlines: list[tuple[int, str, int, int, int]] = []
+        self._earliest_new: int | None = None  # the earliest timeout scheduled since last asked
         # Counters since start-up (read by the metrics collector).
         self.commits = 0
         self.aborts = 0
@@ -383,8 +384,17 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ timers
 
     def _schedule_timeout(self, metadata: TransactionMetadata) -> None:
-        heapq.heappush(self._deadlines, (metadata.start_ms + metadata.timeout_ms, metadata.transactional_id,
+        deadline = metadata.start_ms + metadata.timeout_ms
+        heapq.heappush(self._deadlines, (deadline, metadata.transactional_id,
                                          metadata.producer_id, metadata.producer_epoch, metadata.start_ms))
+        if self._earliest_new is None or deadline < self._earliest_new:
+            self._earliest_new = deadline
+
+    def take_earliest_new(self) -> int | None:
+        """As ``next_deadline`` would report the earliest timeout scheduled since the last
+        call (None: none); forgets it. Only a new timeout makes ``next_deadline`` earlier."""
+        earliest, self._earliest_new = self._earliest_new, None
+        return None if earliest is None else earliest + 1
 
     def _is_current(self, entry: tuple[int, str, int, int, int]) -> bool:
         _, txn_id, producer_id, epoch, start = entry

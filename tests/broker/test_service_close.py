@@ -21,7 +21,7 @@ from protocol.codec import decode_response, encode_request
 
 async def test_a_stopped_deadline_task_fires_nothing_and_ends() -> None:
     fired: list[int] = []
-    task = DeadlineTask(lambda: 100, fired.append, lambda: int(trio.current_time() * 1000))
+    task = DeadlineTask(lambda: 100, fired.append, lambda: int(trio.current_time() * 1000), lambda: None)
     task.stop()
     with trio.fail_after(5):
         await task.run()
@@ -32,7 +32,8 @@ async def test_stopping_a_sleeping_deadline_task_ends_it_before_its_deadline(
         autojump_clock: trio.testing.MockClock) -> None:
     fired: list[int] = []
     start = trio.current_time()
-    task = DeadlineTask(lambda: 60_000, fired.append, lambda: int((trio.current_time() - start) * 1000))
+    task = DeadlineTask(lambda: 60_000, fired.append, lambda: int((trio.current_time() - start) * 1000),
+                        lambda: None)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(task.run)
         await trio.sleep(10)

@@ -189,6 +189,20 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() -> 
     assert h.coord.timed_out == 1
 
 
+def test_a_new_timeout_is_reported_once_as_next_deadline_would_report_it() -> None:
+    """What the timer task compares after each request (``take_earliest_new``): only a
+    transaction that starts schedules a timeout, and it is reported once."""
+    h = TxnHarness()
+    h.coord.take_earliest_new()
+    p = h.producer("app", timeout=1_000)
+    assert h.coord.take_earliest_new() is None, "no transaction open yet"
+    h.add("app", p, {"t0": [0]})
+    assert h.coord.take_earliest_new() == h.coord.next_deadline() is not None
+    assert h.coord.take_earliest_new() is None, "taken: forgotten"
+    h.add("app", p, {"t0": [1]})
+    assert h.coord.take_earliest_new() is None, "an add does not restart the timeout"
+
+
 def test_the_timeout_restarts_with_each_transaction_and_not_with_each_add() -> None:
     h = TxnHarness()
     p = h.producer("app", timeout=1_000)
