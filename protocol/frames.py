@@ -48,6 +48,8 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Add received bytes; return every frame they complete, in order."""
+        if type(data) is bytes and self._need < 0 and not self._buffer:
+            return self._feed_fresh(data)
         buf = self._buffer
         buf += data
         frames: list[bytes] = []
@@ -73,4 +75,28 @@ class FrameDecoder:
             self._need = -1
         if pos:
             del buf[:pos]
+        return frames
+
+    def _feed_fresh(self, data: bytes) -> list[bytes]:
+        """``feed`` with nothing held from before (a read that starts at a frame, as most do):
+        frames are sliced straight out of ``data``, and only an unfinished one is kept."""
+        frames: list[bytes] = []
+        pos = 0
+        end = len(data)
+        unpack = _SIZE.unpack_from
+        while end - pos >= 4:
+            size = unpack(data, pos)[0]
+            if size > self._max_size:
+                raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self._max_size}")
+            if size < self._min_size:
+                raise FrameTooSmall(f"frame of {size} bytes is smaller than a request header")
+            start = pos + 4
+            pos = start + size
+            if pos > end:  # the frame's rest comes with a later read
+                self._need = size
+                pos = start
+                break
+            frames.append(data[start:pos])
+        if pos < end:
+            self._buffer += memoryview(data)[pos:]
         return frames
