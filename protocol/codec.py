@@ -23,7 +23,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.builder import struct_for
-from protocol.compiler import CompiledStruct, compile_struct, compiled_for
+from protocol.compiler import RAW_ERRORS, CompiledStruct, compile_struct, compiled_for, malformed
 from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.messages.headers import RequestHeader as REQUEST_HEADER
@@ -132,8 +132,17 @@ def decode_request(frame: bytes, served: dict[int, Message] | None = None) -> Re
             raise UnsupportedRequest(api_key, api_version, correlation_id)
         codecs = _request_codecs(message, api_version)
     header_codec, body_codec, header_version = codecs
-    (client_id,), pos = header_codec.decode(frame, 0)
-    body, _ = body_codec.decode(frame, pos)
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    # The unguarded decoders, one call each; the errors are those of their guarded ``decode``.
+    try:
+        (client_id,), pos = header_codec.raw(frame, 0)
+    except RAW_ERRORS as exc:
+        raise malformed(header_codec.label, exc) from None
+    try:
+        body, _ = body_codec.raw(frame, pos)
+    except RAW_ERRORS as exc:
+        raise malformed(body_codec.label, exc) from None
     return Request(RequestHeader(api_key, api_version, correlation_id, client_id, header_version), message, body)
 
 

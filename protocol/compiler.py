@@ -52,7 +52,7 @@ from protocol.errors import ProtocolError
 from protocol.schema import UNKNOWN_TAGS, Array, Field, FieldType, Message, Struct, Versions, has_unknown_tags
 from protocol.varint import VarintError, decode_uvarint, encode_uvarint, uvarint_tail
 
-__all__ = ["CompiledStruct", "compile_struct", "compiled_for"]
+__all__ = ["RAW_ERRORS", "CompiledStruct", "compile_struct", "compiled_for", "malformed"]
 
 Decoder = Callable[[Any, int], tuple[Any, int]]
 Encoder = Callable[[Any, bytearray], None]
@@ -744,6 +744,9 @@ class CompiledStruct:
     decode: Decoder
     encode: Encoder
     source: str
+    #: ``decode`` without its guard: takes bytes only, and raises what the generated code
+    #: hits (``RAW_ERRORS``); ``malformed(label, exc)`` is the error ``decode`` would raise.
+    raw: Decoder
 
     def encode_value(self, value: Any) -> bytes:
         out = bytearray()
@@ -804,7 +807,19 @@ def compile_struct(
     for table, entries in gen.tables:
         namespace[table] = {tag: (name, namespace[fn]) for tag, name, fn in entries}
     names = tuple(m.name for m in st.plain) + tuple(m.name for m in st.tagged)
-    return CompiledStruct(label, flexible, names, namespace["decode"], namespace["encode"], source)
+    return CompiledStruct(label, flexible, names, namespace["decode"], namespace["encode"], source,
+                          namespace[decoder])
+
+
+#: What a ``CompiledStruct.raw`` decoder raises on bad input.
+RAW_ERRORS: tuple[type[BaseException], ...] = (ProtocolError, VarintError, *_CONVERTED)
+
+
+def malformed(label: str, exc: BaseException) -> ProtocolError:
+    """The ``ProtocolError`` a guarded ``decode`` raises for ``exc`` (one of ``RAW_ERRORS``)."""
+    if isinstance(exc, (ProtocolError, VarintError)):
+        return ProtocolError("malformed " + label + ": " + str(exc))
+    return ProtocolError("malformed " + label + ": " + type(exc).__name__ + ": " + str(exc))
 
 
 _COMPILED: dict[tuple[Message, int], CompiledStruct] = {}
