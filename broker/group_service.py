@@ -326,6 +326,9 @@ class GroupService:
             replies.extend((slot, None, None, None) for slot in answered)
         if replication is not None and written:
             self._after_replication(written, needed, replies)
+        elif self.commit.durable_by(needed):
+            for slot, _, _, _ in replies:  # most heartbeats and fetches: nothing to wait for
+                slot.set()
         else:
             for slot, reply_result, _, _ in replies:
                 self._when_durable(needed, slot, reply_result)

@@ -221,6 +221,10 @@ class GroupCommit:
                 return
             self._wake_task()
 
+    def durable_by(self, seq: int) -> bool:
+        """Whether a reply waiting for append ``seq`` would be released at once."""
+        return seq <= self.durable_seq or not self.durable
+
     def reply_when_durable(
         self, seq: int, reply: Reply, on_timeout: TimeoutReply | None = None, context: Any = None
     ) -> None:
