@@ -45,6 +45,9 @@ request_log = logging.getLogger("kcoord.requests")
 # no response, or a Slot that fills in later (parked or waiting for durability).
 Handler = Callable[[Request, str], Any]
 
+#: A plain int for ``route``'s comparison: an IntEnum member's lookup costs more than the test.
+_FETCH = int(ApiKey.FETCH)
+
 #: A cluster's routing step: the request's decision (None: this node serves it as it is).
 Routing = Callable[[Request], Decision]
 
@@ -137,8 +140,11 @@ class Router:
 
     def route(self, frame: bytes, peer: str, session: Session = ANONYMOUS_SESSION) -> Outcome:
         """Handle one request frame (without its size prefix)."""
+        served = self._served
+        if served is None:
+            served = self.served
         try:
-            request = decode_request(frame, self.served)
+            request = decode_request(frame, served)
         except UnsupportedRequest as exc:
             self.errors["unsupported"] += 1
             if exc.api_key == ApiKey.API_VERSIONS:
@@ -162,7 +168,7 @@ class Router:
         started = perf_counter()
         amend: Callable[[Body], Body] | None = None
         named: Callable[[Body], Body] | None = None
-        if header.api_key == ApiKey.FETCH and header.api_version >= FIRST_VERSION_BY_ID:
+        if header.api_key == _FETCH and header.api_version >= FIRST_VERSION_BY_ID:
             request, named = name_fetch_topics(request, self.topic_name)
         if self.authorization is not None:
             checked = self._authorize(request, session, stats.name)
