@@ -41,6 +41,11 @@ log = logging.getLogger("kcoord.coordinator")
 
 E = ErrorCode
 
+# Members read on every request of the hot paths, bound once: on Python 3.11 an Enum member looked
+# up on its class goes through the slow attribute path that EnumType's __getattr__ brings
+# (about 0.2 us each, several per heartbeat or commit).
+_NONE, _UNKNOWN_TOPIC_OR_PARTITION = E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION
+
 
 class TopicsView(Protocol):
     """What the coordinator may know about topics: Kafka's metadata image, reduced to a question."""
@@ -134,8 +139,8 @@ class OffsetMetadataManager:
         value_type = OffsetValue
         records: list[OffsetCommitRecord] = []
         record = records.append
-        ok = E.NONE
-        unknown = E.UNKNOWN_TOPIC_OR_PARTITION
+        ok = _NONE
+        unknown = _UNKNOWN_TOPIC_OR_PARTITION
         topics = []
         for topic in request.topics:
             name = topic.name
@@ -210,7 +215,7 @@ class OffsetMetadataManager:
         if unstable is None:
             fetched = store.fetched
             return tuple.__new__(FetchedGroup, (group_id, tuple([(name, fetched(group_id, name, partitions))
-                                                                 for name, partitions in group.topics]), E.NONE))
+                                                                 for name, partitions in group.topics]), _NONE))
         return FetchedGroup(group_id, tuple(
             (name, tuple(_UNSTABLE(i) if unstable(group_id, name, i)
                          else _fetched(i, store.get(group_id, name, i)) for i in partitions))
