@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from broker.coordinator.assignor import ASSIGNORS
 from broker.coordinator.config import CoordinatorConfig
 from broker.coordinator.effects import Effects
-from broker.coordinator.modern.assignment import Assignment, pairs_of
+from broker.coordinator.modern.assignment import Assignment, is_subset, pairs_of
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -307,8 +307,6 @@ class ConsumerGroupManager:
     @staticmethod
     def _check_epoch(member: ConsumerGroupMember, received: int, owned: Owned) -> None:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid."""
-        from broker.coordinator.modern.assignment import is_subset
-
         if received > member.member_epoch:
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a greater member epoch ({received}) than the one "
