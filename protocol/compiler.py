@@ -69,6 +69,26 @@ _CONVERTED: tuple[type[BaseException], ...] = (
     OverflowError,
 )
 
+#: What a generated decoder or encoder raises on bad input (``CompiledStruct.raw`` included).
+RAW_ERRORS: tuple[type[BaseException], ...] = (ProtocolError, VarintError, *_CONVERTED)
+
+
+def _described(doing: str, label: str, exc: BaseException) -> ProtocolError:
+    if isinstance(exc, (ProtocolError, VarintError)):
+        return ProtocolError(doing + label + ": " + str(exc))
+    return ProtocolError(doing + label + ": " + type(exc).__name__ + ": " + str(exc))
+
+
+def malformed(label: str, exc: BaseException) -> ProtocolError:
+    """The ``ProtocolError`` for ``exc`` (one of ``RAW_ERRORS``) met decoding ``label``:
+    what a guarded ``decode`` raises, and what callers of ``raw`` raise."""
+    return _described("malformed ", label, exc)
+
+
+def _unencodable(label: str, exc: BaseException) -> ProtocolError:
+    return _described("cannot encode ", label, exc)
+
+
 _FIXED_FORMATS = {
     "bool": "?",
     "int8": "b",
@@ -279,8 +299,9 @@ def _runtime() -> dict[str, Any]:
         "__builtins__": __builtins__,
         "_C": Container,
         "_PE": ProtocolError,
-        "_VE": VarintError,
-        "_CONVERTED": _CONVERTED,
+        "_RAW": RAW_ERRORS,
+        "_malformed": malformed,
+        "_unencodable": _unencodable,
         "_UUID": uuid.UUID,
         "_uvt": uvarint_tail,
         "_uve": encode_uvarint,
@@ -760,19 +781,15 @@ def decode(buf, pos=0):
         if type(buf) is not bytes:
             buf = bytes(buf)
         return {decoder}(buf, pos)
-    except (_PE, _VE) as exc:
-        raise _PE("malformed " + _LABEL + ": " + str(exc)) from None
-    except _CONVERTED as exc:
-        raise _PE("malformed " + _LABEL + ": " + type(exc).__name__ + ": " + str(exc)) from None
+    except _RAW as exc:
+        raise _malformed(_LABEL, exc) from None
 
 
 def encode(v, out):
     try:
         {encoder}(v, out)
-    except (_PE, _VE) as exc:
-        raise _PE("cannot encode " + _LABEL + ": " + str(exc)) from None
-    except _CONVERTED as exc:
-        raise _PE("cannot encode " + _LABEL + ": " + type(exc).__name__ + ": " + str(exc)) from None
+    except _RAW as exc:
+        raise _unencodable(_LABEL, exc) from None
 """
 
 
@@ -810,16 +827,6 @@ def compile_struct(
     return CompiledStruct(label, flexible, names, namespace["decode"], namespace["encode"], source,
                           namespace[decoder])
 
-
-#: What a ``CompiledStruct.raw`` decoder raises on bad input.
-RAW_ERRORS: tuple[type[BaseException], ...] = (ProtocolError, VarintError, *_CONVERTED)
-
-
-def malformed(label: str, exc: BaseException) -> ProtocolError:
-    """The ``ProtocolError`` a guarded ``decode`` raises for ``exc`` (one of ``RAW_ERRORS``)."""
-    if isinstance(exc, (ProtocolError, VarintError)):
-        return ProtocolError("malformed " + label + ": " + str(exc))
-    return ProtocolError("malformed " + label + ": " + type(exc).__name__ + ": " + str(exc))
 
 
 _COMPILED: dict[tuple[Message, int], CompiledStruct] = {}

@@ -59,13 +59,7 @@ class FrameDecoder:
             if self._need < 0:
                 if end - pos < 4:
                     break
-                size = _SIZE.unpack_from(buf, pos)[0]
-                if size > self._max_size:
-                    raise FrameTooLarge(
-                        f"frame of {size} bytes exceeds socket.request.max.bytes={self._max_size}"
-                    )
-                if size < self._min_size:
-                    raise FrameTooSmall(f"frame of {size} bytes is smaller than a request header")
+                size = self._checked(_SIZE.unpack_from(buf, pos)[0])
                 self._need = size
                 pos += 4
             if end - pos < self._need:
@@ -85,11 +79,7 @@ class FrameDecoder:
         end = len(data)
         unpack = _SIZE.unpack_from
         while end - pos >= 4:
-            size = unpack(data, pos)[0]
-            if size > self._max_size:
-                raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self._max_size}")
-            if size < self._min_size:
-                raise FrameTooSmall(f"frame of {size} bytes is smaller than a request header")
+            size = self._checked(unpack(data, pos)[0])
             start = pos + 4
             pos = start + size
             if pos > end:  # the frame's rest comes with a later read
@@ -100,3 +90,11 @@ class FrameDecoder:
         if pos < end:
             self._buffer += memoryview(data)[pos:]
         return frames
+
+    def _checked(self, size: int) -> int:
+        """A size prefix, refused before any byte of its frame is kept."""
+        if size > self._max_size:
+            raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self._max_size}")
+        if size < self._min_size:
+            raise FrameTooSmall(f"frame of {size} bytes is smaller than a request header")
+        return size

@@ -229,7 +229,7 @@ class GroupCommit:
         self, seq: int, reply: Reply, on_timeout: TimeoutReply | None = None, context: Any = None
     ) -> None:
         """Release ``reply`` once append ``seq`` (and so every earlier one) is durable."""
-        if seq <= self.durable_seq or not self.durable:
+        if self.durable_by(seq):
             reply.event.set()
             return
         self._waiting.append((seq, reply))
