@@ -59,9 +59,7 @@ log = logging.getLogger("kcoord.coordinator")
 E = ErrorCode
 S = ClassicGroupState
 
-# Members read on every request of the hot paths, bound once: on Python 3.11 an Enum member looked
-# up on its class goes through the slow attribute path that EnumType's __getattr__ brings
-# (about 0.2 us each, several per heartbeat or commit).
+# Enum members the request paths test, bound once: their lookup on the class is slow (docs/architecture.md).
 _MEMBERS_HEARTBEAT = (S.STABLE, S.PREPARING_REBALANCE)  # a tuple: identity tests, no Enum __hash__
 
 Group = ClassicGroup | ConsumerGroup  # the group types the shard holds

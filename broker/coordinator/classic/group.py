@@ -28,9 +28,7 @@ from protocol.errors import ErrorCode
 S = ClassicGroupState
 E = ErrorCode
 
-# Members read on every request of the hot paths, bound once: on Python 3.11 an Enum member looked
-# up on its class goes through the slow attribute path that EnumType's __getattr__ brings
-# (about 0.2 us each, several per heartbeat or commit).
+# Enum members the request paths test, bound once: their lookup on the class is slow (docs/architecture.md).
 _DEAD, _EMPTY, _COMPLETING_REBALANCE = S.DEAD, S.EMPTY, S.COMPLETING_REBALANCE
 
 # Kafka AclOperation codes a group supports: READ (3), DELETE (6), DESCRIBE (8).

@@ -33,9 +33,7 @@ log = logging.getLogger("kcoord.coordinator")
 E = ErrorCode
 S = ClassicGroupState
 
-# Members read on every request of the hot paths, bound once: on Python 3.11 an Enum member looked
-# up on its class goes through the slow attribute path that EnumType's __getattr__ brings
-# (about 0.2 us each, several per heartbeat or commit).
+# Enum members the request paths test, bound once: their lookup on the class is slow (docs/architecture.md).
 _NONE = E.NONE
 _DEAD, _EMPTY, _PREPARING_REBALANCE = S.DEAD, S.EMPTY, S.PREPARING_REBALANCE
 

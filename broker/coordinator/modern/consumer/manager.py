@@ -57,11 +57,10 @@ log = logging.getLogger("kcoord.coordinator")
 
 E = ErrorCode
 
-# Members read on every request of the hot paths, bound once: on Python 3.11 an Enum member looked
-# up on its class goes through the slow attribute path that EnumType's __getattr__ brings
-# (about 0.2 us each, several per heartbeat or commit).
+# Enum members the request paths test, bound once: their lookup on the class is slow (docs/architecture.md).
 _NONE = E.NONE
 _STABLE, _UNREVOKED_PARTITIONS = MemberState.STABLE, MemberState.UNREVOKED_PARTITIONS
+
 SESSION, REVOCATION, ASSIGNMENT = "consumer-session", "consumer-revocation", "consumer-assignment"
 RECONCILIATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 

@@ -19,9 +19,7 @@ from broker.coordinator.modern.consumer.member import ConsumerGroupMember, Membe
 
 Owned = Sequence[tuple[uuid.UUID, Sequence[int]]] | None
 
-# Members read on every request of the hot paths, bound once: on Python 3.11 an Enum member looked
-# up on its class goes through the slow attribute path that EnumType's __getattr__ brings
-# (about 0.2 us each, several per heartbeat or commit).
+# Enum members the request paths test, bound once: their lookup on the class is slow (docs/architecture.md).
 _STABLE, _UNREVOKED_PARTITIONS, _UNRELEASED_PARTITIONS = (
     MemberState.STABLE, MemberState.UNREVOKED_PARTITIONS, MemberState.UNRELEASED_PARTITIONS)
 
