@@ -25,7 +25,7 @@ from typing import Any
 from bench.brokers import REPO
 from protocol.consumer_offsets import OffsetKey, OffsetValue, encode_key, encode_offset_value, partition_for
 from protocol.records import build_records, encode_batch
-from storage.segment import segment_name
+from storage.layout import segment_name
 
 COORDINATOR_PARTITIONS = 8
 GROUPS = 200
