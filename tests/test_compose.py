@@ -14,6 +14,7 @@ import argparse
 import fnmatch
 import importlib.util
 import json
+import os
 import re
 import shlex
 import shutil
@@ -652,3 +653,33 @@ def test_deployment_doc_names_every_service_and_variable() -> None:
     for script in ("podman-session.sh", "build-base.sh", "wheelhouse.py"):
         assert (REPO / "deploy" / "compose" / script).exists() and script in text, script
     assert "(docs/deployment.md)" in (REPO / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------- the harness
+
+
+def _program(path: Path, script: str) -> str:
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_the_harness_checks_that_a_build_made_its_images(tmp_path: Path, made: bool) -> None:
+    """podman-compose exits 0 when an image's build fails (a full disk): the harness checks
+    each image exists and fails with the build's output, not later at a missing image."""
+    from tests.compose.harness import CommandFailed, Engine, Project  # it imports this module
+
+    log = tmp_path / "inspected"
+    compose_tool = _program(tmp_path / "compose", "echo 'Error: writing blob: no space left on device' >&2\n")
+    engine_cli = _program(tmp_path / "engine", f'[ "$1 $2" = "image inspect" ] || exit 0\necho "$5" >> {log}\n'
+                                               + ("exit 0\n" if made else 'echo "Error: $5: image not known" >&2\nexit 125\n'))
+    project = Project(Engine(engine_cli, (compose_tool,), dict(os.environ)), "kcoord-harness-test", {})
+    if made:
+        project.build()
+    else:
+        with pytest.raises(CommandFailed, match="no space left on device") as failed:
+            project.build()
+        assert "kcoord-pipeline:latest" in str(failed.value)
+    built = {str(spec["image"]) for spec in project.spec["services"].values() if "build" in spec}
+    assert set(log.read_text().split()) == built

@@ -240,14 +240,22 @@ class Project:
         return self.engine.run(argv, timeout=timeout, check=check, env=self.variables)
 
     def build(self) -> None:
-        """Build every image with the compose tool, each once (services may share one)."""
+        """Build every image with the compose tool, each once (services may share one), and
+        check that each exists; ``CommandFailed`` with the build's output if one does not."""
         first_of_image: dict[str, str] = {}
         for service, spec in self.spec["services"].items():
             if "build" in spec:
                 first_of_image.setdefault(str(spec.get("image", service)), service)
         began = time.monotonic()
-        self.compose("build", *first_of_image.values(), timeout=BUILD_TIMEOUT)
+        built = self.compose("build", *first_of_image.values(), timeout=BUILD_TIMEOUT)
         self.timings["build"] = time.monotonic() - began
+        # podman-compose exits 0 even when an image's build fails (a full disk, say): the
+        # failure would show only later, as a missing image, far from its cause.
+        missing = [image for image in first_of_image
+                   if self.engine.cli("image", "inspect", "--format", "{{.Id}}", image, check=False).returncode]
+        if missing:
+            raise CommandFailed(f"compose build exited {built.returncode} but made no image {', '.join(missing)}\n"
+                                f"stdout:\n{built.stdout[-4000:]}\nstderr:\n{built.stderr[-4000:]}")
 
     def create(self) -> None:
         """Every service's container, the network and the volumes; nothing started."""
