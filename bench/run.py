@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,8 @@ class Figure:
     cpu_per_1k: dict[str, list[float]]
     note: str = ""
     missing: dict[str, str] = field(default_factory=dict)
+    #: The load generator's own CPU seconds per 1,000 requests, by broker measured.
+    load_cpu_per_1k: dict[str, list[float]] = field(default_factory=dict)
 
     def value(self, broker: str) -> float | None:
         vals = self.values.get(broker)
@@ -58,6 +61,10 @@ class Figure:
 
     def cpu(self, broker: str) -> float | None:
         vals = self.cpu_per_1k.get(broker)
+        return statistics.median(vals) if vals else None
+
+    def load_cpu(self, broker: str) -> float | None:
+        vals = self.load_cpu_per_1k.get(broker)
         return statistics.median(vals) if vals else None
 
     def ratio(self) -> float | None:
@@ -89,17 +96,31 @@ class Bench:
         self.calibration.append((t1, (t100 - t1) / (commit_cost.PARTITIONS - 1)))
 
     def record(self, key: str, unit: str, higher: bool, broker: str, value: float,
-               cpu_per_1k: float | None = None, note: str = "") -> None:
+               cpu_per_1k: float | None = None, note: str = "", load_cpu_per_1k: float | None = None) -> None:
         figure = self.figures.setdefault(key, Figure(key, unit, higher, {}, {}, note))
         figure.values.setdefault(broker, []).append(value)
         if cpu_per_1k is not None:
             figure.cpu_per_1k.setdefault(broker, []).append(cpu_per_1k)
+        if load_cpu_per_1k is not None:
+            figure.load_cpu_per_1k.setdefault(broker, []).append(load_cpu_per_1k)
 
     def measure(self, broker: Broker, run: Callable[[], loadgen.Result]) -> tuple[loadgen.Result, float]:
+        """The load's result, and the broker's CPU seconds per 1,000 requests."""
+        result, cpu, _ = self.measure_both(broker, run)
+        return result, cpu
+
+    def measure_both(self, broker: Broker, run: Callable[[], loadgen.Result]) -> tuple[loadgen.Result, float, float]:
+        """The load's result, and the CPU seconds per 1,000 requests of the broker and of the
+        load generator (this process and the worker processes it waited for), which share
+        the machine's cores: a row whose load generator is near a core's worth measures it."""
         cpu_before = broker.cpu_seconds()
+        load_before = _own_cpu_seconds()
         result = run()
         cpu = broker.cpu_seconds() - cpu_before
-        return result, (cpu / result.requests * 1000) if result.requests else float("nan")
+        load = _own_cpu_seconds() - load_before
+        if not result.requests:
+            return result, float("nan"), float("nan")
+        return result, cpu / result.requests * 1000, load / result.requests * 1000
 
     def offsets_workloads(self, broker: Broker) -> None:
         address = broker.address
@@ -110,20 +131,20 @@ class Bench:
                     shape = f"{conns} conn, {partitions} part/req, depth {depth}"
                     commits: list[loadgen.FactorySpec] = [
                         ("commit_factory", (f"bench-{broker.name}-{i}", "bench", partitions)) for i in range(conns)]
-                    result, cpu = self.measure(broker, lambda f=commits, d=depth: loadgen.run_processes(  # type: ignore[misc]
+                    result, cpu, load = self.measure_both(broker, lambda f=commits, d=depth: loadgen.run_processes(  # type: ignore[misc]
                         address, f, self.seconds, d, self.processes))
-                    self._throughput("OffsetCommit", shape, broker.name, result, cpu, partitions)
+                    self._throughput("OffsetCommit", shape, broker.name, result, cpu, load, partitions)
                     fetchers: list[loadgen.FactorySpec] = [
                         ("fetch_offsets_factory", (f"bench-{broker.name}-{i}", "bench", partitions))
                         for i in range(conns)]
-                    result, cpu = self.measure(broker, lambda f=fetchers, d=depth: loadgen.run_processes(  # type: ignore[misc]
+                    result, cpu, load = self.measure_both(broker, lambda f=fetchers, d=depth: loadgen.run_processes(  # type: ignore[misc]
                         address, f, self.seconds, d, self.processes))
-                    self._throughput("OffsetFetch", shape, broker.name, result, cpu, partitions)
+                    self._throughput("OffsetFetch", shape, broker.name, result, cpu, load, partitions)
 
-    def _throughput(self, api: str, shape: str, name: str, result: loadgen.Result, cpu: float,
+    def _throughput(self, api: str, shape: str, name: str, result: loadgen.Result, cpu: float, load: float,
                     partitions: int) -> None:
         rate = result.requests / result.seconds
-        self.record(f"{api} requests/s ({shape})", "req/s", True, name, rate, cpu)
+        self.record(f"{api} requests/s ({shape})", "req/s", True, name, rate, cpu, load_cpu_per_1k=load)
         if partitions > 1:
             self.record(f"{api} offsets/s ({shape})", "offsets/s", True, name, rate * partitions)
         self.record(f"{api} p50 latency ({shape})", "ms", False, name, result.percentile(0.50) * 1000)
@@ -151,9 +172,10 @@ class Bench:
             if n == 10:
                 factories = [loadgen.heartbeat_factory(group, member_id, generation)
                              for _, member_id, generation in members]
-                result, cpu = self.measure(broker, lambda f=factories: trio.run(  # type: ignore[misc]
+                result, cpu, load = self.measure_both(broker, lambda f=factories: trio.run(  # type: ignore[misc]
                     loadgen.run_connections, broker.address, f, self.seconds, 8))
-                self.record(HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu)
+                self.record(HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu,
+                            load_cpu_per_1k=load)
             trio.run(loadgen.close_all, members)
         self.consumer_group_workloads(broker)
 
@@ -180,9 +202,10 @@ class Bench:
             if n == 10:
                 factories = [loadgen.consumer_heartbeat_factory(group, member_id, epoch)
                              for _, member_id, epoch in members]
-                result, cpu = self.measure(broker, lambda f=factories: trio.run(  # type: ignore[misc]
+                result, cpu, load = self.measure_both(broker, lambda f=factories: trio.run(  # type: ignore[misc]
                     loadgen.run_connections, broker.address, f, self.seconds, 8))
-                self.record(CONSUMER_HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu)
+                self.record(CONSUMER_HEARTBEAT_KEY, "req/s", True, broker.name, result.requests / result.seconds, cpu,
+                            load_cpu_per_1k=load)
             trio.run(loadgen.close_all, members)
 
     def missing(self, key: str, broker: str, why: str) -> None:
@@ -261,6 +284,19 @@ class Bench:
                         self.failures.append(f"kcoord: console_workloads failed: {exc!r}")
 
 
+def _own_cpu_seconds() -> float:
+    """User and system CPU of this process and of the children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _load_cpu(figure: Figure) -> str:
+    kcoord, tansu = _us(figure.load_cpu("kcoord")), _us(figure.load_cpu("tansu"))
+    if kcoord is None and tansu is None:
+        return ""
+    return f"{_fmt(kcoord)} / {_fmt(tansu)}"
+
+
 def _us(cpu_per_1k: float | None) -> float | None:
     """CPU seconds per 1,000 requests as microseconds per request."""
     return None if cpu_per_1k is None else cpu_per_1k * 1000
@@ -326,21 +362,25 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
         "kcoord/Tansu for throughput and Tansu/kcoord for latency and time, so a ratio above 1.0",
         "means kcoord is ahead. *CPU us/req* is broker-side CPU time (user+system, from /proc) per",
         "request in microseconds (for Fetch records/s: per record), which separates the broker's cost",
-        "from the load generator sharing the cores.",
+        "from the load generator sharing the cores. *Load generator CPU* is the load generator's own",
+        "CPU per request (user+system, all its processes) against kcoord / against Tansu: the two",
+        "brokers and the load generator share the machine's cores, and a row whose load generator",
+        "is near a whole core's worth per second is bound by it, not by the broker.",
         "*Depth* is the number of requests in flight per connection: depth 1 waits for each reply",
         "before sending the next request, as most consumers commit; depth 8 pipelines.",
         "",
         "Durability differs and favours Tansu: kcoord fsyncs every OffsetCommit before answering",
         "(`log.flush.policy=durable`, group commit); Tansu runs with `memory://` storage.",
         "",
-        "| workload | kcoord | Tansu | ratio | kcoord CPU us/req | Tansu CPU us/req |",
-        "|---|---|---|---|---|---|",
+        "| workload | kcoord | Tansu | ratio | kcoord CPU us/req | Tansu CPU us/req | load generator CPU us/req |",
+        "|---|---|---|---|---|---|---|",
     ]
     for figure in bench.figures.values():
         lines.append(
             f"| {figure.workload} | {_fmt(figure.value('kcoord'), figure.missing.get('kcoord'))} | "
             f"{_fmt(figure.value('tansu'), figure.missing.get('tansu'))} | "
-            f"{_fmt(figure.ratio())} | {_fmt(_us(figure.cpu('kcoord')))} | {_fmt(_us(figure.cpu('tansu')))} |"
+            f"{_fmt(figure.ratio())} | {_fmt(_us(figure.cpu('kcoord')))} | {_fmt(_us(figure.cpu('tansu')))} | "
+            f"{_load_cpu(figure)} |"
         )
     if bench.failures:
         lines += ["", "Workloads that failed in this run (their rows are missing above):", ""]
