@@ -419,20 +419,20 @@ def decode_consumer_group_heartbeat(version: int, body: Body, client: ClientInfo
     # Item access throughout, as in decode_heartbeat: a member sends one every few seconds.
     names = body["subscribed_topic_names"]
     owned = body["topic_partitions"]
-    return ConsumerGroupHeartbeatRequest(
-        group_id=body["group_id"],
-        member_id=body["member_id"],
-        member_epoch=body["member_epoch"],
-        instance_id=body["instance_id"],
-        rack_id=body["rack_id"],
-        rebalance_timeout_ms=body["rebalance_timeout_ms"],
-        subscribed_topic_names=None if names is None else tuple(names),
-        subscribed_topic_regex=body.get("subscribed_topic_regex") if version >= 1 else None,
-        server_assignor=body["server_assignor"],
-        topic_partitions=None if owned is None else tuple((tp["topic_id"], tuple(tp["partitions"])) for tp in owned),
-        client=client,
-        client_member_id=version >= 1,
-    )
+    return tuple.__new__(ConsumerGroupHeartbeatRequest, (  # in the fields' order
+        body["group_id"],
+        body["member_id"],
+        body["member_epoch"],
+        body["instance_id"],
+        body["rack_id"],
+        body["rebalance_timeout_ms"],
+        None if names is None else tuple(names),
+        body.get("subscribed_topic_regex") if version >= 1 else None,
+        body["server_assignor"],
+        None if owned is None else tuple((tp["topic_id"], tuple(tp["partitions"])) for tp in owned),
+        client,
+        version >= 1,
+    ))
 
 
 def encode_consumer_group_heartbeat(version: int, r: Result) -> dict[str, Any]:

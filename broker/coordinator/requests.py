@@ -326,8 +326,11 @@ class DeleteGroupsResult:
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupHeartbeatRequest:
+# ConsumerGroupHeartbeat's types are named tuples, as Heartbeat's are: a member of a
+# KIP-848 group sends one every few seconds.
+
+
+class ConsumerGroupHeartbeatRequest(NamedTuple):
     """One request for joining (epoch 0), heartbeating, and leaving (-1, or -2 for a static member)."""
 
     group_id: str
@@ -347,8 +350,7 @@ class ConsumerGroupHeartbeatRequest:
     client_member_id: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupHeartbeatResult:
+class ConsumerGroupHeartbeatResult(NamedTuple):
     error: ErrorCode
     error_message: str | None = None
     member_id: str | None = None
