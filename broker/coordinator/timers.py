@@ -4,15 +4,15 @@ A timer is ``(deadline, kind, group, member)``. Rescheduling does not remove the
 entry; instead the owner of each kind says whether an entry is still current (its group
 still holds that very deadline), and stale entries are dropped when they reach the front.
 
-A key (kind, group, member) keeps at most one entry in the heap for a later deadline: a
-heartbeat moves its member's session deadline later every time, and pushing an entry for
-each would hold one per heartbeat until its deadline came (at 50,000 heartbeats a second
-and a 45 s session, two million entries). Instead the key remembers the deadline last
-scheduled; when its entry in the heap comes up and is no longer current, the entry is
-pushed again at that deadline, so timers fire at the same times as if every call had
-pushed one (tests/coordinator/test_timers.py). Among timers due in the same millisecond,
-those of different keys may fire in another order. A deadline earlier than the key's
-entry in the heap is pushed at once.
+Moving a key's (kind, group, member) deadline later pushes nothing: a heartbeat moves its
+member's session deadline later every time, and an entry per heartbeat would stay in the
+heap until its deadline came (at 50,000 heartbeats a second and a 45 s session, two
+million entries). Instead the key remembers the deadline last scheduled; when its entry
+in the heap comes up and is no longer current, the entry is pushed again at that
+deadline, so timers fire at the same times as if every call had pushed one
+(tests/coordinator/test_timers.py). Among timers due in the same millisecond, those of
+different keys may fire in another order. A deadline earlier than the key's entry in the
+heap is pushed at once.
 """
 
 from __future__ import annotations
