@@ -197,9 +197,9 @@ async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes]
                     if not in_flight:
                         raise ConnectionError("a reply to no request")
                     expected, sent = in_flight.popleft()
-                    if _SIZE.unpack_from(buffer, start + 4)[0] != expected:
-                        raise ConnectionError(f"a reply out of order: expected correlation id {expected}, got "
-                                              f"{_SIZE.unpack_from(buffer, start + 4)[0]}")
+                    got = _SIZE.unpack_from(buffer, start + 4)[0]
+                    if got != expected:
+                        raise ConnectionError(f"a reply out of order: expected correlation id {expected}, got {got}")
                     latencies.append(arrived - sent)
                     if error_check is not None and error_check(bytes(buffer[start + 4:end])):
                         result.errors += 1

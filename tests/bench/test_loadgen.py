@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 from bench import loadgen
+from bench.cluster_bench import COMMIT_ERROR
 from tests.support.broker_process import BrokerProcess
 
 _SIZE = struct.Struct(">i")
@@ -126,7 +127,7 @@ def test_every_commit_sent_to_the_broker_is_answered_and_counted(broker: BrokerP
     address = (broker.host, broker.port)
     trio.run(loadgen.create_topic, address, "bench", 1)
     factory = loadgen.commit_factory("loadgen-check", "bench", 1)
-    result = trio.run(loadgen.pipelined, address, factory, 0.3, 8, loadgen.error_code_at(4 + 4 + 4 + 2 + 5 + 4 + 4))
+    result = trio.run(loadgen.pipelined, address, factory, 0.3, 8, COMMIT_ERROR)
     assert result.errors == 0
     assert result.requests == factory.counter > 8
 
