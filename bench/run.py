@@ -9,11 +9,13 @@ kcoord) and Tansu / kcoord for latency and time (so > 1.0 always means kcoord is
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +43,36 @@ WORKLOADS = ("offsets", "groups", "data", "console", "cluster")
 #: Requests in flight per connection: 1 is how most consumers commit (one at a time), 8 is pipelined.
 DEPTHS = (1, 8)
 KCOORD_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "log.flush.policy": "durable"}
+#: The reference run of the depth-1 one-partition OffsetCommit rows: kcoord without its fsync.
+NO_FSYNC = "kcoord-os"
+NO_FSYNC_SETTINGS = {**KCOORD_SETTINGS, "log.flush.policy": "os"}
+REFERENCE_CONNS = (1, 8, 32)
+#: A one-partition commit's journal entry: what each fdatasync of ``fdatasync_latency`` makes durable.
+JOURNAL_ENTRY_BYTES = 126
+
+
+def fdatasync_latency(directory: Path, syncs: int = 2000) -> tuple[float, float]:
+    """Seconds an ``fdatasync`` takes in ``directory``'s file system, median and 99th
+    percentile: each one after overwriting ``JOURNAL_ENTRY_BYTES`` of an already written
+    file, as kcoord's journal does for a one-partition commit. The floor under a commit
+    that waits for its sync, whatever the broker does around it."""
+    with tempfile.TemporaryDirectory(dir=directory) as scratch:
+        fd = os.open(Path(scratch) / "journal", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            span = JOURNAL_ENTRY_BYTES * syncs
+            os.pwrite(fd, bytes(span), 0)
+            os.fsync(fd)
+            entry = b"\x01" * JOURNAL_ENTRY_BYTES
+            took = []
+            for i in range(syncs):
+                os.pwrite(fd, entry, i * JOURNAL_ENTRY_BYTES)
+                started = time.perf_counter()
+                os.fdatasync(fd)
+                took.append(time.perf_counter() - started)
+        finally:
+            os.close(fd)
+    took.sort()
+    return statistics.median(took), took[min(len(took) - 1, int(len(took) * 0.99))]
 
 
 @dataclass
@@ -87,6 +119,8 @@ class Bench:
         self.only: set[str] = set(WORKLOADS)
         #: The machine's speed on kcoord's own request path, before and after the loads (``calibrate``).
         self.calibration: list[tuple[float, float]] = []
+        #: ``fdatasync_latency`` in kcoord's data directory's file system, once per round.
+        self.fdatasync: list[tuple[float, float]] = []
 
     def calibrate(self) -> None:
         """CPU seconds per one-partition OffsetCommit and per additional offset, in process
@@ -140,6 +174,24 @@ class Bench:
                     result, cpu, load = self.measure_both(broker, lambda f=fetchers, d=depth: loadgen.run_processes(  # type: ignore[misc]
                         address, f, self.seconds, d, self.processes))
                     self._throughput("OffsetFetch", shape, broker.name, result, cpu, load, partitions)
+
+    def fsync_reference(self) -> None:
+        """The depth-1 one-partition OffsetCommit rows again, against kcoord without its
+        fsync (``log.flush.policy=os``), recorded as ``NO_FSYNC`` beside the two brokers, and
+        the fdatasync latency of the file system kcoord's data lives on: what a commit
+        answered only once durable waits for, measured in the same run."""
+        broker = start_kcoord(NO_FSYNC_SETTINGS)
+        try:
+            self.fdatasync.append(fdatasync_latency(broker.workdir))
+            trio.run(loadgen.create_topic, broker.address, "bench", 100)
+            for conns in REFERENCE_CONNS:
+                commits: list[loadgen.FactorySpec] = [
+                    ("commit_factory", (f"bench-{NO_FSYNC}-{i}", "bench", 1)) for i in range(conns)]
+                result, cpu, load = self.measure_both(broker, lambda f=commits: loadgen.run_processes(  # type: ignore[misc]
+                    broker.address, f, self.seconds, 1, self.processes))
+                self._throughput("OffsetCommit", reference_shape(conns), NO_FSYNC, result, cpu, load, 1)
+        finally:
+            broker.stop()
 
     def _throughput(self, api: str, shape: str, name: str, result: loadgen.Result, cpu: float, load: float,
                     partitions: int) -> None:
@@ -282,6 +334,13 @@ class Bench:
                     except Exception as exc:
                         print(f"  kcoord: console_workloads failed: {exc!r}", file=sys.stderr)
                         self.failures.append(f"kcoord: console_workloads failed: {exc!r}")
+            if "offsets" in self.only:
+                print(f"round {round_no + 1}/{self.rounds}: kcoord without fsync (reference)", file=sys.stderr)
+                try:
+                    self.fsync_reference()
+                except Exception as exc:
+                    print(f"  {NO_FSYNC}: fsync_reference failed: {exc!r}", file=sys.stderr)
+                    self.failures.append(f"{NO_FSYNC}: fsync_reference failed: {exc!r}")
 
 
 def _own_cpu_seconds() -> float:
@@ -339,6 +398,50 @@ def summary(bench: Bench) -> list[str]:
     return [line, ""]
 
 
+def reference_shape(conns: int) -> str:
+    """The shape of a depth-1 one-partition OffsetCommit row (``offsets_workloads`` names it so)."""
+    return f"{conns} conn, 1 part/req, depth 1"
+
+
+def fsync_reference_lines(bench: Bench) -> list[str]:
+    """The depth-1 one-partition OffsetCommit rows beside kcoord without its fsync, and the
+    file system's fdatasync latency (``Bench.fsync_reference``)."""
+    rows = []
+    for conns in REFERENCE_CONNS:
+        shape = reference_shape(conns)
+        rate = bench.figures.get(f"OffsetCommit requests/s ({shape})")
+        p50 = bench.figures.get(f"OffsetCommit p50 latency ({shape})")
+        if rate is None or rate.value(NO_FSYNC) is None:
+            continue
+        without, tansu = rate.value(NO_FSYNC), rate.value("tansu")
+        ratio = without / tansu if without and tansu else None
+        latencies = " / ".join(_fmt(p50.value(b) if p50 else None) for b in ("kcoord", NO_FSYNC, "tansu"))
+        rows.append(f"| {shape} | {_fmt(rate.value('kcoord'))} | {_fmt(without)} | {_fmt(tansu)} | {_fmt(ratio)} | "
+                    f"{_fmt(_us(rate.cpu(NO_FSYNC)))} | {latencies} |")
+    if not rows:
+        return []
+    lines = [
+        "### Depth-1 commits without the fsync",
+        "",
+        "The depth-1 one-partition OffsetCommit rows again, against kcoord started with",
+        "`log.flush.policy=os` (answered without waiting for an fsync, as Tansu answers from memory),",
+        "in each round of the same run. *Ratio* is kcoord without fsync / Tansu.",
+        "",
+        "| OffsetCommit requests/s | kcoord | kcoord, no fsync | Tansu | ratio | kcoord no fsync CPU us/req "
+        "| p50 latency ms (kcoord / no fsync / Tansu) |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    if bench.fdatasync:
+        median = statistics.median(m for m, _ in bench.fdatasync)
+        tail = statistics.median(t for _, t in bench.fdatasync)
+        lines += ["", f"An `fdatasync` after a {JOURNAL_ENTRY_BYTES}-byte overwrite (a one-partition commit's journal "
+                  f"entry), on the file system of kcoord's data directory, in this run: {median * 1e6:.0f} us median, "
+                  f"{tail * 1e6:.0f} us at the 99th percentile (median of {len(bench.fdatasync)} "
+                  f"round{'s' if len(bench.fdatasync) != 1 else ''} of 2,000)."]
+    return lines
+
+
 def calibration_lines(bench: Bench) -> list[str]:
     if not bench.calibration:
         return []
@@ -382,6 +485,9 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
             f"{_fmt(figure.ratio())} | {_fmt(_us(figure.cpu('kcoord')))} | {_fmt(_us(figure.cpu('tansu')))} | "
             f"{_load_cpu(figure)} |"
         )
+    reference = fsync_reference_lines(bench)
+    if reference:
+        lines += ["", *reference]
     if bench.failures:
         lines += ["", "Workloads that failed in this run (their rows are missing above):", ""]
         lines += [f"- {failure}" for failure in bench.failures]
