@@ -457,38 +457,36 @@ def encode_key_value_batch(
     """``encode_batch(build_records(records), base_offset=..., base_timestamp=...)``, byte for byte.
 
     The log's own appends (the coordinator's records) are plain ``(key, value)`` pairs with
-    no headers and one timestamp; this writes them without building a ``Record`` each, as
-    one join of the pieces. Anything but ``bytes``/None keys and values goes the general way
-    (and its checks).
+    no headers and one timestamp; this writes them without building a ``Record`` each: a
+    record is its size's varint and one join of its pieces, and the batch one join of the
+    records. Anything else goes the general way (and its checks): keys or values that are
+    not ``bytes``/None, and lengths or offset deltas beyond the varint table (16,383).
     """
     table = _VARINT_TABLE
-    limit = len(table)
+    join = b"".join
     parts: list[bytes | bytearray] = [b""]  # the header, packed once the size is known
-    size_total = 0
-    for i, (key, value) in enumerate(records):
-        if type(key) is bytes:
-            key_length = len(key)
-            key_head = table[key_length] if key_length < limit else _zigzag(key_length, 32)
-        elif key is None:
-            key, key_length, key_head = b"", 0, b"\x01"
-        else:
-            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp,
-                                partition_leader_epoch=partition_leader_epoch)
-        if type(value) is bytes:
-            value_length = len(value)
-            value_head = table[value_length] if value_length < limit else _zigzag(value_length, 32)
-        elif value is None:
-            value, value_length, value_head = b"", 0, b"\x01"
-        else:
-            return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp,
-                                partition_leader_epoch=partition_leader_epoch)
-        delta = table[i] if i < limit else _zigzag(i, 32)
-        # attributes and timestamp delta (2 bytes), the offset delta, key, value, no headers (1 byte)
-        size = 3 + len(delta) + len(key_head) + key_length + len(value_head) + value_length
-        head = table[size] if size < limit else _zigzag(size, 32)
-        parts += (head, b"\x00\x00", delta, key_head, key, value_head, value, b"\x00")
-        size_total += len(head) + size
+    try:
+        for i, (key, value) in enumerate(records):
+            if type(key) is bytes:
+                key_head = table[len(key)]
+            elif key is None:
+                key, key_head = b"", b"\x01"
+            else:
+                raise _NotPlain
+            if type(value) is bytes:
+                value_head = table[len(value)]
+            elif value is None:
+                value, value_head = b"", b"\x01"
+            else:
+                raise _NotPlain
+            # attributes and timestamp delta (2 bytes), the offset delta, key, value, no headers (1 byte)
+            record = join((b"\x00\x00", table[i], key_head, key, value_head, value, b"\x00"))
+            parts += (table[len(record)], record)
+    except (_NotPlain, IndexError):
+        return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp,
+                            partition_leader_epoch=partition_leader_epoch)
     count = len(records)
+    size_total = sum(map(len, parts))
     try:
         header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + size_total, partition_leader_epoch,
                                        MAGIC, 0, 0,
@@ -499,6 +497,10 @@ def encode_key_value_batch(
     out = bytearray().join(parts)
     write_crc(out)
     return bytes(out)
+
+
+class _NotPlain(Exception):
+    """A key or value ``encode_key_value_batch`` leaves to the general encoder."""
 
 
 def build_records(
