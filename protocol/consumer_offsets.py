@@ -203,6 +203,13 @@ _TWO_TIMESTAMPS = struct.Struct(">qq")
 #: go through ``encode_key``/``encode_offset_value``, which raise the codec's own error.
 _REFUSED = (struct.error, UnicodeEncodeError, AttributeError, TypeError)
 
+#: The packs of ``encode_offset_key`` (after the prefix) and of ``encode_offset_commit_value``'s
+#: plain case, for a loop over many offsets that inlines them (``broker.coordinator.records.encode_all``);
+#: on anything in ``REFUSED`` the loop calls the functions, which decide.
+pack_offset_key_partition = _PARTITION.pack
+pack_plain_offset_value = _OFFSET_VALUE_V3_PLAIN.pack
+REFUSED = _REFUSED
+
 
 @functools.lru_cache(maxsize=4096)  # a consumer commits the same group and topic again and again
 def offset_key_prefix(group: str, topic: str) -> bytes | None:

@@ -24,6 +24,7 @@ from protocol.consumer_offsets import (
     CONSUMER_GROUP_PARTITION_METADATA,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    REFUSED,
     ConsumerGroupKey,
     GroupKey,
     OffsetKey,
@@ -38,6 +39,8 @@ from protocol.consumer_offsets import (
     encode_offset_commit_value,
     encode_offset_key,
     offset_key_prefix,
+    pack_offset_key_partition,
+    pack_plain_offset_value,
 )
 
 __all__ = [
@@ -332,21 +335,39 @@ def encode_all(records: list[CoordinatorRecord],
     group: str | None = None
     topic: str | None = None
     prefix: bytes | None = None
+    # encode_offset_key and encode_offset_commit_value inlined (a commit writes up to
+    # thousands of these): their packs, and the functions themselves for anything refused.
+    pack_partition = pack_offset_key_partition
+    pack_plain = pack_plain_offset_value
+    refused = REFUSED
     for record in records:
         if type(record) is OffsetCommitRecord:
             group_id, topic_name, partition, offset = record
             if topic_name != topic or group_id != group:
                 group, topic = group_id, topic_name
                 prefix = offset_key_prefix(group_id, topic_name)
-            add((encode_offset_key(group_id, topic_name, partition, prefix),
-                 None if offset is None else encode_offset_commit_value(offset)))
+            try:
+                key = prefix + pack_partition(partition)  # type: ignore[operator]  # None: refused
+            except refused:
+                key = encode_offset_key(group_id, topic_name, partition, prefix)
+            if offset is None:
+                add((key, None))
+                continue
+            try:
+                if offset.expire_timestamp < 0 and offset.metadata == "":
+                    value = pack_plain(3, offset.offset, offset.leader_epoch, 0, offset.commit_timestamp)
+                else:
+                    value = encode_offset_commit_value(offset)
+            except refused:
+                value = encode_offset_commit_value(offset)
+            add((key, value))
         else:
-            key, value = encode(record)
-            out.append((key, value))
+            key, group_value = encode(record)
+            out.append((key, group_value))
             if latest is not None:
                 latest.pop(key, None)
-                if value is not None:
-                    latest[key] = value
+                if group_value is not None:
+                    latest[key] = group_value
     return out
 
 
