@@ -525,7 +525,8 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=3.0, help="load duration per shape")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds per workload; each figure is the median over them")
     parser.add_argument("--members", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--startup-records", type=int, nargs="*", default=[1_000_000, 10_000_000])
     parser.add_argument("--no-tansu", action="store_true")
