@@ -467,6 +467,8 @@ def encode_key_value_batch(
     parts: list[bytes | bytearray] = [b""]  # the header, packed once the size is known
     try:
         for i, (key, value) in enumerate(records):
+            # The key and the value take the same steps, written out twice: a helper would be
+            # a call per record on the commit path.
             if type(key) is bytes:
                 key_head = table[len(key)]
             elif key is None:
