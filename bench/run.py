@@ -49,9 +49,11 @@ NO_FSYNC_SETTINGS = {**KCOORD_SETTINGS, "log.flush.policy": "os"}
 REFERENCE_CONNS = (1, 8, 32)
 #: A one-partition commit's journal entry: what each fdatasync of ``fdatasync_latency`` makes durable.
 JOURNAL_ENTRY_BYTES = 126
+#: fdatasyncs timed per round (``fdatasync_latency``).
+FDATASYNC_SAMPLES = 2000
 
 
-def fdatasync_latency(directory: Path, syncs: int = 2000) -> tuple[float, float]:
+def fdatasync_latency(directory: Path, syncs: int = FDATASYNC_SAMPLES) -> tuple[float, float]:
     """Seconds an ``fdatasync`` takes in ``directory``'s file system, median and 99th
     percentile: each one after overwriting ``JOURNAL_ENTRY_BYTES`` of an already written
     file, as kcoord's journal does for a one-partition commit. The floor under a commit
@@ -438,7 +440,7 @@ def fsync_reference_lines(bench: Bench) -> list[str]:
         lines += ["", f"An `fdatasync` after a {JOURNAL_ENTRY_BYTES}-byte overwrite (a one-partition commit's journal "
                   f"entry), on the file system of kcoord's data directory, in this run: {median * 1e6:.0f} us median, "
                   f"{tail * 1e6:.0f} us at the 99th percentile (median of {len(bench.fdatasync)} "
-                  f"round{'s' if len(bench.fdatasync) != 1 else ''} of 2,000)."]
+                  f"round{'s' if len(bench.fdatasync) != 1 else ''} of {FDATASYNC_SAMPLES:,})."]
     return lines
 
 
