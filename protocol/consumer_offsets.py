@@ -201,14 +201,13 @@ _TIMESTAMP = struct.Struct(">q")
 _TWO_TIMESTAMPS = struct.Struct(">qq")
 #: What a direct pack may run into with values the compiled encoder refuses; those values
 #: go through ``encode_key``/``encode_offset_value``, which raise the codec's own error.
-_REFUSED = (struct.error, UnicodeEncodeError, AttributeError, TypeError)
+REFUSED = (struct.error, UnicodeEncodeError, AttributeError, TypeError)
 
 #: The packs of ``encode_offset_key`` (after the prefix) and of ``encode_offset_commit_value``'s
 #: plain case, for a loop over many offsets that inlines them (``broker.coordinator.records.encode_all``);
 #: on anything in ``REFUSED`` the loop calls the functions, which decide.
 pack_offset_key_partition = _PARTITION.pack
 pack_plain_offset_value = _OFFSET_VALUE_V3_PLAIN.pack
-REFUSED = _REFUSED
 
 
 @functools.lru_cache(maxsize=4096)  # a consumer commits the same group and topic again and again
@@ -219,7 +218,7 @@ def offset_key_prefix(group: str, topic: str) -> bytes | None:
         g = group.encode()
         t = topic.encode()
         return b"".join((_OFFSET_KEY_HEAD.pack(OFFSET_KEY_VERSION, len(g)), g, _STRING_LENGTH.pack(len(t)), t))
-    except _REFUSED:
+    except REFUSED:
         return None
 
 
@@ -233,7 +232,7 @@ def encode_offset_key(group: str, topic: str, partition: int, prefix: bytes | No
     if prefix is not None:
         try:
             return prefix + _PARTITION.pack(partition)
-        except _REFUSED:
+        except REFUSED:
             pass
     return encode_key(OffsetKey(group, topic, partition))
 
@@ -249,7 +248,7 @@ def encode_offset_commit_value(value: OffsetValue) -> bytes:
                              _TWO_TIMESTAMPS.pack(value.commit_timestamp, value.expire_timestamp)))
         return b"".join((_OFFSET_VALUE_V3.pack(3, value.offset, value.leader_epoch, len(metadata)), metadata,
                          _TIMESTAMP.pack(value.commit_timestamp)))
-    except _REFUSED:
+    except REFUSED:
         return encode_offset_value(value)
 
 
