@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.coordinator.offset_store import OffsetStore
-from broker.coordinator.requests import ClientInfo
+from broker.coordinator.requests import ClientInfo, OffsetCommitRequest
 from protocol.api_keys import ApiKey
+from protocol.codec import Request
 
 log = logging.getLogger("kcoord.admin")
 
@@ -41,18 +42,22 @@ class Snapshot:
     groups: dict[str, dict[TopicPartition, int]]
 
 
-def snapshot(api_key: int, body: Any, offsets: OffsetStore) -> Snapshot | None:
+def snapshot(api_key: int, request: Request, typed: Any, offsets: OffsetStore) -> Snapshot | None:
     """What an administrative request may change; None for anything else (a member's commit).
 
+    ``typed``: the request as the coordinator takes it (an OffsetCommit is read from it, not
+    from the generic body, which an OffsetCommit read straight from its frame does not decode).
     None too when the ``kcoord.admin`` logger would drop the INFO line anyway.
     """
     if not log.isEnabledFor(logging.INFO):
         return None
     if api_key == ApiKey.OFFSET_COMMIT:
-        if body.get("member_id", "") or body.get("generation_id_or_member_epoch", -1) >= 0:
+        commit: OffsetCommitRequest = typed
+        if commit.member_id or commit.generation_id_or_member_epoch >= 0:
             return None
-        wanted = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
-        return Snapshot(api_key, {body.group_id: _offsets(offsets, body.group_id, wanted)})
+        wanted = [(t.name, p.partition) for t in commit.topics for p in t.partitions]
+        return Snapshot(api_key, {commit.group_id: _offsets(offsets, commit.group_id, wanted)})
+    body = request.body
     if api_key == ApiKey.OFFSET_DELETE:
         wanted = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
         return Snapshot(api_key, {body.group_id: _offsets(offsets, body.group_id, wanted)})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 
 from protocol.api_keys import ApiKey
 from protocol.codec import Request
@@ -46,4 +45,4 @@ def name_fetch_topics(request: Request, topic_name: TopicNames) -> tuple[Request
 
     def amend(reply_body: Body) -> Body:
         return copy_with(reply_body, responses=[*reply_body["responses"], *errors])
-    return replace(request, body=copy_with(body, topics=known)), amend
+    return Request(request.header, request.message, copy_with(body, topics=known)), amend

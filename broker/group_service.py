@@ -230,7 +230,9 @@ class GroupService:
         header = request.header
         binding = BINDINGS[header.api_key]
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
-        typed = binding.decode(header.api_version, request.body, client)
+        typed = request.typed  # read straight from the frame (OffsetCommit), else decoded here
+        if typed is None:
+            typed = binding.decode(header.api_version, request.body, client)
         if isinstance(typed, Rejected):
             # Answered before the coordinator looks at it: it reveals no state, so no wait.
             slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id,
@@ -239,7 +241,7 @@ class GroupService:
         self._next_ticket += 1
         ticket = self._next_ticket
         self._tickets[ticket] = (slot, binding, typed)
-        audit = admin_audit.snapshot(header.api_key, request.body, self.coordinator.offsets) \
+        audit = admin_audit.snapshot(header.api_key, request, typed, self.coordinator.offsets) \
             if header.api_key in admin_audit.AUDITED else None
         now = self.clock()
         self.apply(binding.handle(self.coordinator, ticket, now, typed), now=now)

@@ -28,7 +28,7 @@ from broker.handlers import cluster
 from broker.metrics import ERROR_REASONS, ApiStats, Family, counter
 from broker.slots import Slot
 from protocol.api_keys import ApiKey
-from protocol.codec import Request, decode_request, decode_response, encode_response, peek
+from protocol.codec import Request, TypedReader, decode_request, decode_response, encode_response, peek
 from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import REQUESTS
 from protocol.schema import Message
@@ -109,6 +109,8 @@ class Router:
         # Resolved per API at registration; the routers of several listeners share one set.
         self.api_stats: dict[int, ApiStats] = {} if shares_stats_with is None else shares_stats_with.api_stats
         self._served: dict[int, Message] | None = None
+        #: Readers of a body straight into the handler's own request type, by API (``register``).
+        self._readers: dict[int, TypedReader] = {}
         self.errors: dict[str, int] = (dict.fromkeys(ERROR_REASONS, 0) if shares_stats_with is None
                                        else shares_stats_with.errors)
         self.request_logging = request_logging  # one INFO line per request (--request-log)
@@ -121,9 +123,16 @@ class Router:
         self.register(ApiKey.API_VERSIONS, lambda r, _: cluster.handle_api_versions(ctx, r, self.served))
         self.register(ApiKey.FIND_COORDINATOR, lambda r, _: cluster.handle_find_coordinator(ctx, r))
 
-    def register(self, api_key: ApiKey, handler: Handler) -> None:
+    def register(self, api_key: ApiKey, handler: Handler, read: TypedReader | None = None) -> None:
+        """Route ``api_key`` to ``handler``. ``read``: a reader of its body straight into the
+        handler's own request type (``protocol.codec.decode_request``), used while neither
+        authorization nor cluster routing reads the generic body before the handler."""
         self.handlers[api_key] = handler
         self._served = None
+        if read is None:
+            self._readers.pop(api_key, None)
+        else:
+            self._readers[api_key] = read
         message = REQUESTS[api_key]
         if api_key not in self.api_stats:
             self.api_stats[api_key] = ApiStats(api_key, message.name.removesuffix("Request"), message.max_version)
@@ -144,7 +153,8 @@ class Router:
         if served is None:
             served = self.served
         try:
-            request = decode_request(frame, served)
+            request = decode_request(frame, served, self._readers
+                                     if self.authorization is None and self.routing is None else None)
         except UnsupportedRequest as exc:
             self.errors["unsupported"] += 1
             if exc.api_key == ApiKey.API_VERSIONS:

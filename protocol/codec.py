@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +50,50 @@ class RequestHeader:
     header_version: int
 
 
-@dataclass(slots=True)
+#: Reads one API's request body straight into the broker's own request type:
+#: ``reader(api_version, frame, body_position)``, or None where it does not take those bytes.
+TypedReader = Callable[[int, bytes, int], Any]
+
+
 class Request:
-    header: RequestHeader
-    message: Message
-    body: Container
+    """A decoded request: its header, its message and its body.
+
+    ``typed``: the body as the broker's own request type, where ``decode_request`` was given
+    a reader for the API (``TypedReader``) and it took the bytes. The generic ``body`` is
+    then decoded only if something asks for it (an authorization rule, cluster routing),
+    from bytes the reader has already found well formed.
+    """
+
+    __slots__ = ("_body", "_unread", "header", "message", "typed")
+
+    def __init__(self, header: RequestHeader, message: Message, body: Container | None,
+                 typed: Any = None, unread: tuple[CompiledStruct, bytes, int] | None = None) -> None:
+        self.header = header
+        self.message = message
+        self._body = body
+        self.typed = typed
+        self._unread = unread  # (body codec, frame, body position) while ``body`` is not decoded
+
+    @property
+    def body(self) -> Container:
+        body = self._body
+        if body is None:
+            unread = self._unread
+            assert unread is not None, "a request without a body"
+            codec, frame, pos = unread
+            body = self._body = codec.decode(frame, pos)[0]
+            self._unread = None
+        return body
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Request):
+            return NotImplemented
+        return (self.header, self.message, self.body) == (other.header, other.message, other.body)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Request(header={self.header!r}, message={self.message.name}, body={self.body!r})"
 
 
 _REQUEST_HEADERS: dict[int, CompiledStruct] = {}
@@ -111,12 +151,17 @@ def peek(frame: bytes) -> tuple[int, int, int]:
     return int(api_key), int(api_version), int(correlation_id)
 
 
-def decode_request(frame: bytes, served: dict[int, Message] | None = None) -> Request:
+def decode_request(frame: bytes, served: dict[int, Message] | None = None,
+                   typed: dict[int, TypedReader] | None = None) -> Request:
     """Decode one request frame (without its size prefix).
 
     Raises ``UnsupportedRequest`` when (api_key, api_version) is not in ``served``
     (default: everything declared) and ``ProtocolError`` for malformed bytes. Bytes after
     a complete body are ignored, as Kafka does: librdkafka sends some after Metadata v12.
+
+    ``typed``: readers by API key. Where the request's API has one and it takes the body,
+    the request carries its result as ``typed`` and the generic body is decoded only when
+    asked for; otherwise the generic decoder runs as usual (and refuses malformed bytes).
     """
     if REFERENCE:
         return decode_request_reference(frame, served)
@@ -139,6 +184,13 @@ def decode_request(frame: bytes, served: dict[int, Message] | None = None) -> Re
         (client_id,), pos = header_codec.raw(frame, 0)
     except RAW_ERRORS as exc:
         raise malformed(header_codec.label, exc) from None
+    if typed is not None:
+        reader = typed.get(api_key)
+        if reader is not None:
+            value = reader(api_version, frame, pos)
+            if value is not None:
+                return Request(RequestHeader(api_key, api_version, correlation_id, client_id, header_version),
+                               message, None, value, (body_codec, frame, pos))
     try:
         body, _ = body_codec.raw(frame, pos)
     except RAW_ERRORS as exc:

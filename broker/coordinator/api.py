@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.coordinator.effects import Effects
-from broker.coordinator.packed import offset_fetch_body
+from broker.coordinator.packed import offset_fetch_body, read_offset_commit
 from broker.coordinator.requests import (
     ClientInfo,
     CommitPartition,
@@ -76,6 +76,10 @@ class Binding:
     #: The reply body's bytes straight from the result, where a hot API has such an encoder:
     #: the same bytes as ``encode`` through the generic codec (``broker.group_service``).
     encode_body: Callable[[int, Result], bytes] | None = None
+    #: The typed request read straight from the frame, where a hot API has such a reader:
+    #: ``read(version, frame, body_position)``, what ``decode`` gives after the generic
+    #: decoder, or None to leave the bytes to it (``protocol.codec.decode_request``).
+    read: Callable[[int, bytes, int], TypedRequest | None] | None = None
 
 
 class Rejected:
@@ -537,7 +541,8 @@ def error_result(request: TypedRequest, error: ErrorCode) -> Result:
 
 #: API -> how it reaches the shard.
 BINDINGS: dict[int, Binding] = {
-    ApiKey.OFFSET_COMMIT: Binding("OffsetCommit", decode_offset_commit, GroupCoordinatorShard.offset_commit, encode_offset_commit),
+    ApiKey.OFFSET_COMMIT: Binding("OffsetCommit", decode_offset_commit, GroupCoordinatorShard.offset_commit, encode_offset_commit,
+                                  read=read_offset_commit),
     ApiKey.OFFSET_FETCH: Binding("OffsetFetch", decode_offset_fetch, GroupCoordinatorShard.offset_fetch, encode_offset_fetch,
                                  offset_fetch_body),
     ApiKey.TXN_OFFSET_COMMIT: Binding("TxnOffsetCommit", decode_txn_offset_commit, GroupCoordinatorShard.txn_offset_commit,

@@ -1,20 +1,35 @@
-"""Reply bodies packed straight from a typed result, for the APIs a broker answers most.
+"""Bodies packed and read straight, for the APIs a broker answers most.
 
-The generic path (``broker.coordinator.api``'s encoders, then ``protocol.codec``) builds a
-dict per item and has the schema-driven encoder type-check every field of it; for an
-OffsetFetch that was a third of the request's cost. These write the same bytes with
-``struct`` and are held to the generic codec's output, byte for byte at every version,
-by tests/coordinator/test_fetch_encoding.py.
+Reply bodies packed straight from a typed result: the generic path (``broker.coordinator.api``'s
+encoders, then ``protocol.codec``) builds a dict per item and has the schema-driven encoder
+type-check every field of it; for an OffsetFetch that was a third of the request's cost.
+These write the same bytes with ``struct`` and are held to the generic codec's output, byte
+for byte at every version, by tests/coordinator/test_fetch_encoding.py.
+
+OffsetCommit requests read straight from the frame (``read_offset_commit``): the generic
+path decodes a ``Container`` per topic and per partition, which ``decode_offset_commit``
+then turns into named tuples; for a commit of many partitions that was half of the
+per-offset cost of decoding. The reader takes the shapes clients send (v6 and later, every
+length in one byte where the version is flexible, no tagged fields) and hands anything else
+back to the generic path, which also gives malformed bytes their error; where it reads, it
+gives what the generic path gives (tests/coordinator/test_commit_reader.py).
 """
 
 from __future__ import annotations
 
 import struct
 
-from broker.coordinator.requests import FetchedPartition, OffsetFetchResult, Result
+from broker.coordinator.requests import (
+    CommitPartition,
+    CommitTopic,
+    FetchedPartition,
+    OffsetCommitRequest,
+    OffsetFetchResult,
+    Result,
+)
 from protocol.varint import encode_uvarint
 
-__all__ = ["offset_fetch_body"]
+__all__ = ["offset_fetch_body", "read_offset_commit"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -84,3 +99,190 @@ def offset_fetch_body(version: int, r: Result) -> bytes:
     elif version >= 2:
         out.append(_I16.pack(group.error))
     return b"".join(out)
+
+
+# ---------------------------------------------------------------------- OffsetCommit, read
+
+_INT16_AT = struct.Struct(">h").unpack_from
+_INT32_AT = struct.Struct(">i").unpack_from
+_PARTITION_AT = struct.Struct(">iqi").unpack_from  # partition_index, committed_offset, committed_leader_epoch
+#: What reading past the frame's end or an invalid string raises: the generic path then decodes it.
+_UNREAD = (IndexError, struct.error, UnicodeDecodeError)
+
+
+def read_offset_commit(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
+    """The OffsetCommit body at ``buf[pos:]`` as ``decode_offset_commit`` would give it after
+    the generic decoder, or None where this reader does not take the bytes (the generic
+    path decodes them, or refuses them as malformed).
+
+    Takes v6-v7 and, for the flexible v8-v9, bodies whose every string and array length is
+    one byte (under 127) and which carry no tagged fields; bytes after the body are ignored,
+    as the generic decoder does.
+    """
+    try:
+        if version >= 8:
+            return _read_commit_flexible(version, buf, pos)
+        if version >= 6:
+            return _read_commit_classic(version, buf, pos)
+    except _UNREAD:
+        pass
+    return None
+
+
+def _read_commit_flexible(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
+    # A compact length is length + 1 (0: null); one byte while under 128.
+    new_tuple = tuple.__new__
+    partition_type = CommitPartition
+    end = len(buf)
+    n = buf[pos] - 1
+    if not 0 <= n < 127:
+        return None
+    pos += 1
+    stop = pos + n
+    if stop > end:
+        return None
+    group_id = buf[pos:stop].decode()
+    (generation,) = _INT32_AT(buf, stop)
+    pos = stop + 4
+    n = buf[pos] - 1
+    if not 0 <= n < 127:
+        return None
+    pos += 1
+    stop = pos + n
+    if stop > end:
+        return None
+    member_id = buf[pos:stop].decode()
+    pos = stop
+    n = buf[pos] - 1
+    pos += 1
+    if n == -1:
+        instance_id = None
+    elif 0 <= n < 127:
+        stop = pos + n
+        if stop > end:
+            return None
+        instance_id = buf[pos:stop].decode()
+        pos = stop
+    else:
+        return None
+    topic_count = buf[pos] - 1
+    if not 0 <= topic_count < 127:
+        return None
+    pos += 1
+    topics = []
+    for _ in range(topic_count):
+        n = buf[pos] - 1
+        if not 0 <= n < 127:
+            return None
+        pos += 1
+        stop = pos + n
+        if stop > end:
+            return None
+        name = buf[pos:stop].decode()
+        pos = stop
+        count = buf[pos] - 1
+        if not 0 <= count < 127:
+            return None
+        pos += 1
+        partitions = []
+        for _ in range(count):
+            partition, offset, leader_epoch = _PARTITION_AT(buf, pos)
+            pos += 16
+            n = buf[pos] - 1
+            pos += 1
+            if n == -1:
+                metadata = ""
+            elif 0 <= n < 127:
+                stop = pos + n
+                if stop > end:
+                    return None
+                metadata = buf[pos:stop].decode()
+                pos = stop
+            else:
+                return None
+            if buf[pos]:  # tagged fields
+                return None
+            pos += 1
+            partitions.append(new_tuple(partition_type, (partition, offset, leader_epoch, metadata, -1)))
+        if buf[pos]:
+            return None
+        pos += 1
+        topics.append(new_tuple(CommitTopic, (name, tuple(partitions))))
+    if buf[pos]:
+        return None
+    return new_tuple(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, tuple(topics),
+                                           version >= 9, False))
+
+
+def _read_commit_classic(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
+    # int16 string lengths (-1: null), int32 array counts.
+    new_tuple = tuple.__new__
+    partition_type = CommitPartition
+    end = len(buf)
+    (n,) = _INT16_AT(buf, pos)
+    if n < 0:
+        return None
+    pos += 2
+    stop = pos + n
+    if stop > end:
+        return None
+    group_id = buf[pos:stop].decode()
+    (generation,) = _INT32_AT(buf, stop)
+    (n,) = _INT16_AT(buf, stop + 4)
+    if n < 0:
+        return None
+    pos = stop + 6
+    stop = pos + n
+    if stop > end:
+        return None
+    member_id = buf[pos:stop].decode()
+    pos = stop
+    instance_id = None
+    if version >= 7:
+        (n,) = _INT16_AT(buf, pos)
+        pos += 2
+        if n >= 0:
+            stop = pos + n
+            if stop > end:
+                return None
+            instance_id = buf[pos:stop].decode()
+            pos = stop
+        elif n != -1:
+            return None
+    (topic_count,) = _INT32_AT(buf, pos)
+    if topic_count < 0:
+        return None
+    pos += 4
+    topics = []
+    for _ in range(topic_count):
+        (n,) = _INT16_AT(buf, pos)
+        if n < 0:
+            return None
+        pos += 2
+        stop = pos + n
+        if stop > end:
+            return None
+        name = buf[pos:stop].decode()
+        (count,) = _INT32_AT(buf, stop)
+        if count < 0:
+            return None
+        pos = stop + 4
+        partitions = []
+        for _ in range(count):
+            partition, offset, leader_epoch = _PARTITION_AT(buf, pos)
+            (n,) = _INT16_AT(buf, pos + 16)
+            pos += 18
+            if n >= 0:
+                stop = pos + n
+                if stop > end:
+                    return None
+                metadata = buf[pos:stop].decode()
+                pos = stop
+            elif n == -1:
+                metadata = ""
+            else:
+                return None
+            partitions.append(new_tuple(partition_type, (partition, offset, leader_epoch, metadata, -1)))
+        topics.append(new_tuple(CommitTopic, (name, tuple(partitions))))
+    return new_tuple(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, tuple(topics),
+                                           False, False))

@@ -31,4 +31,4 @@ def register(router: Any, service: GroupService) -> None:
     for api_key in BINDINGS:
         if (api_key in CONSUMER_PROTOCOL_APIS and not consumer_protocol) or api_key in CHECKED_ELSEWHERE:
             continue
-        router.register(api_key, submit)
+        router.register(api_key, submit, BINDINGS[api_key].read)

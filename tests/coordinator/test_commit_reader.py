@@ -1,0 +1,204 @@
+"""OffsetCommit bodies read straight from the frame give what the generic path gives.
+
+``read_offset_commit`` (``broker.coordinator.packed``) skips the generic decoder's
+``Container`` per topic and partition. Where it takes a body, its request equals
+``decode_offset_commit`` of the generic body; where it does not, the generic decoder runs,
+so malformed bytes are refused exactly as before; and the generic body stays available,
+decoded on demand, to whoever asks for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from broker.config import Config
+from broker.context import BrokerContext
+from broker.coordinator.api import BINDINGS, decode_offset_commit
+from broker.coordinator.packed import read_offset_commit
+from broker.coordinator.requests import ClientInfo
+from broker.group_service import GroupService
+from broker.handlers import groups
+from broker.router import Router
+from broker.slots import Slot
+from protocol.api_keys import ApiKey
+from protocol.codec import Request, decode_request, decode_response, encode_request
+from protocol.errors import ProtocolError, UnsupportedRequest
+from protocol.messages import REQUESTS
+
+MESSAGE = REQUESTS[ApiKey.OFFSET_COMMIT]
+VERSIONS = range(MESSAGE.min_version, MESSAGE.max_version + 1)
+READERS = {ApiKey.OFFSET_COMMIT: read_offset_commit}
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+# Mostly short; sometimes past 126 bytes, where a flexible version's length takes two bytes.
+TEXT = st.one_of(st.text(max_size=12), st.text(min_size=60, max_size=140))
+
+
+def _partition() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({
+        "partition_index": INT32, "committed_offset": INT64, "committed_leader_epoch": INT32,
+        "commit_timestamp": INT64, "committed_metadata": st.one_of(st.none(), TEXT)})
+
+
+BODIES = st.fixed_dictionaries({
+    "group_id": TEXT, "generation_id_or_member_epoch": INT32, "member_id": TEXT,
+    "group_instance_id": st.one_of(st.none(), TEXT), "retention_time_ms": INT64,
+    "topics": st.lists(st.fixed_dictionaries({"name": TEXT, "partitions": st.lists(_partition(), max_size=4)}),
+                       max_size=3)})
+
+
+def _frame(version: int, body: dict[str, Any]) -> bytes:
+    return encode_request(ApiKey.OFFSET_COMMIT, version, 1, body, "client")[4:]
+
+
+def _one_byte_lengths(body: dict[str, Any]) -> bool:
+    """Whether every string and array of the body is under 127 bytes or elements."""
+    texts = [body["group_id"], body["member_id"], body["group_instance_id"] or ""]
+    texts += [t["name"] for t in body["topics"]]
+    texts += [p["committed_metadata"] or "" for t in body["topics"] for p in t["partitions"]]
+    return all(len(text.encode()) < 127 for text in texts)
+
+
+def _generic(frame: bytes) -> Any:
+    """The generic path's typed request, or the exception type it refuses the frame with."""
+    try:
+        request = decode_request(frame)
+    except (ProtocolError, UnsupportedRequest) as exc:
+        return type(exc)
+    return decode_offset_commit(request.header.api_version, request.body, ClientInfo())
+
+
+@given(version=st.sampled_from(VERSIONS), body=BODIES)
+def test_what_it_reads_is_what_the_generic_path_gives(version: int, body: dict[str, Any]) -> None:
+    frame = _frame(version, body)
+    generic = decode_request(frame)
+    request = decode_request(frame, typed=READERS)
+    if request.typed is not None:
+        assert request.typed == decode_offset_commit(version, generic.body, ClientInfo())
+    if version >= 6 and (version < 8 or _one_byte_lengths(body)):
+        assert request.typed is not None  # the shapes clients send are read, not handed back
+    elif version < 6:
+        assert request.typed is None
+    # The generic body is still there, decoded when asked for.
+    assert request.body == generic.body
+    assert request == generic and request.header == generic.header
+
+
+@given(version=st.sampled_from(range(6, MESSAGE.max_version + 1)), body=BODIES, data=st.data())
+@example(version=8, body={"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
+                          "group_instance_id": None, "retention_time_ms": -1,
+                          "topics": [{"name": "t", "partitions": []}]},
+         data=None)
+def test_damaged_bytes_are_refused_as_before(version: int, body: dict[str, Any], data: Any) -> None:
+    frame = bytearray(_frame(version, body))
+    if data is None:  # a tagged field in the last byte: handed back, the generic path reads it
+        frame[-1] = 1
+        frame += b"\x00\x00"
+    else:
+        start = data.draw(st.integers(8, len(frame)))
+        mutation = data.draw(st.sampled_from(["flip", "cut", "append"]))
+        if mutation == "flip" and start < len(frame):
+            frame[start] ^= data.draw(st.integers(1, 255))
+        elif mutation == "cut":
+            del frame[start:]
+        else:
+            frame[start:start] = data.draw(st.binary(min_size=1, max_size=4))
+    damaged = bytes(frame)
+    expected = _generic(damaged)
+    try:
+        request = decode_request(damaged, typed=READERS)
+    except (ProtocolError, UnsupportedRequest) as exc:
+        assert expected is type(exc)
+        return
+    assert not isinstance(expected, type)
+    assert (request.typed or decode_offset_commit(request.header.api_version, request.body, ClientInfo())) == expected
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_malformed_bodies_are_refused_with_the_generic_error(version: int) -> None:
+    frame = _frame(version, {"group_id": "g", "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}]}]})
+    cut = frame[:-6]
+    with pytest.raises(ProtocolError) as generic:
+        decode_request(cut)
+    with pytest.raises(ProtocolError) as read:
+        decode_request(cut, typed=READERS)
+    assert str(read.value) == str(generic.value)
+
+
+def test_a_request_with_its_body_decoded_compares_as_before() -> None:
+    frame = _frame(7, {"group_id": "g", "topics": []})
+    a, b = decode_request(frame, typed=READERS), decode_request(frame, typed=READERS)
+    assert a.typed is not None and a == b and a == decode_request(frame)
+    assert "OffsetCommitRequest" in repr(a) and "group_id" in repr(a)
+    plain = Request(a.header, a.message, a.body)
+    assert plain.typed is None and plain == a
+
+
+# ---------------------------------------------------------------------- through the router
+
+
+async def _commit(router: Router, body: dict[str, Any], version: int = 8) -> list[int]:
+    outcome = router.route(_frame(version, body), "127.0.0.1:1")
+    assert isinstance(outcome, Slot)
+    with trio.fail_after(5):
+        await outcome.event.wait()
+    assert outcome.frame is not None
+    reply = decode_response(ApiKey.OFFSET_COMMIT, version, outcome.frame[4:])[1]
+    return [p.error_code for t in reply.topics for p in t.partitions]
+
+
+def _router(tmp_path: Path) -> tuple[Router, GroupService]:
+    config = Config({"offsets.topic.num.partitions": 1})
+    service = GroupService.open(config, tmp_path)
+    router = Router(BrokerContext(config=config, node_id=0, host="127.0.0.1", port=9092, cluster_id="c"))
+    groups.register(router, service)
+    return router, service
+
+
+async def test_admin_commits_read_from_the_frame_are_still_audited(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    router, service = _router(tmp_path)
+    admin = {"group_id": "billing", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+        {"name": "orders", "partitions": [{"partition_index": 0, "committed_offset": 17}]}]}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        with caplog.at_level(logging.INFO, logger="kcoord.admin"):
+            assert await _commit(router, admin) == [0]
+            assert await _commit(router, {**admin, "topics": [
+                {"name": "orders", "partitions": [{"partition_index": 0, "committed_offset": 3}]}]}, version=7) == [0]
+        nursery.cancel_scope.cancel()
+    lines = [r.getMessage() for r in caplog.records if r.name == "kcoord.admin"]
+    assert [line.split("committed offsets of group ")[1] for line in lines] == ["billing: orders-0 - -> 17",
+                                                                               "billing: orders-0 17 -> 3"]
+    await service.close()
+
+
+def test_the_reader_runs_only_where_nothing_reads_the_body_first(tmp_path: Path) -> None:
+    router = Router(BrokerContext(config=Config({}), node_id=0, host="127.0.0.1", port=9092, cluster_id="c"))
+    seen: list[Request] = []
+
+    def handler(request: Request, peer: str) -> None:
+        seen.append(request)
+
+    binding = BINDINGS[ApiKey.OFFSET_COMMIT]
+    router.register(ApiKey.OFFSET_COMMIT, handler, binding.read)
+    frame = _frame(8, {"group_id": "g", "topics": []})
+    router.route(frame, "127.0.0.1:1")
+    assert seen[-1].typed is not None and seen[-1].typed.group_id == "g"
+
+    router.routing = lambda request: None  # a cluster node reads the generic body to route
+    router.route(frame, "127.0.0.1:1")
+    assert seen[-1].typed is None and seen[-1].body.group_id == "g"
+
+    router.routing = None
+    router.register(ApiKey.OFFSET_COMMIT, handler)  # registered again without a reader: none runs
+    router.route(frame, "127.0.0.1:1")
+    assert seen[-1].typed is None
