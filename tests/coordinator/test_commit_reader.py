@@ -28,13 +28,13 @@ from broker.handlers import groups
 from broker.router import Router
 from broker.slots import Slot
 from protocol.api_keys import ApiKey
-from protocol.codec import Request, decode_request, decode_response, encode_request
+from protocol.codec import Request, TypedReader, decode_request, decode_response, encode_request
 from protocol.errors import ProtocolError, UnsupportedRequest
 from protocol.messages import REQUESTS
 
 MESSAGE = REQUESTS[ApiKey.OFFSET_COMMIT]
 VERSIONS = range(MESSAGE.min_version, MESSAGE.max_version + 1)
-READERS = {ApiKey.OFFSET_COMMIT: read_offset_commit}
+READERS: dict[int, TypedReader] = {ApiKey.OFFSET_COMMIT: read_offset_commit}
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 # Mostly short; sometimes past 126 bytes, where a flexible version's length takes two bytes.
