@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.coordinator.effects import Effects
-from broker.coordinator.packed import offset_fetch_body, read_offset_commit
+from broker.coordinator.packed import offset_fetch_body, read_offset_commit, read_offset_fetch
 from broker.coordinator.requests import (
     ClientInfo,
     CommitPartition,
@@ -544,7 +544,7 @@ BINDINGS: dict[int, Binding] = {
     ApiKey.OFFSET_COMMIT: Binding("OffsetCommit", decode_offset_commit, GroupCoordinatorShard.offset_commit, encode_offset_commit,
                                   read=read_offset_commit),
     ApiKey.OFFSET_FETCH: Binding("OffsetFetch", decode_offset_fetch, GroupCoordinatorShard.offset_fetch, encode_offset_fetch,
-                                 offset_fetch_body),
+                                 offset_fetch_body, read=read_offset_fetch),
     ApiKey.TXN_OFFSET_COMMIT: Binding("TxnOffsetCommit", decode_txn_offset_commit, GroupCoordinatorShard.txn_offset_commit,
                                       encode_txn_offset_commit),
     ApiKey.JOIN_GROUP: Binding("JoinGroup", decode_join_group, GroupCoordinatorShard.join_group, encode_join_group),

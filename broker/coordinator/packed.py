@@ -6,13 +6,14 @@ type-check every field of it; for an OffsetFetch that was a third of the request
 These write the same bytes with ``struct`` and are held to the generic codec's output, byte
 for byte at every version, by tests/coordinator/test_fetch_encoding.py.
 
-OffsetCommit requests read straight from the frame (``read_offset_commit``): the generic
-path decodes a ``Container`` per topic and per partition, which ``decode_offset_commit``
-then turns into named tuples; for a commit of many partitions that was half of the
-per-offset cost of decoding. The reader takes the shapes clients send (v6 and later, every
-length in one byte where the version is flexible, no tagged fields) and hands anything else
-back to the generic path, which also gives malformed bytes their error; where it reads, it
-gives what the generic path gives (tests/coordinator/test_commit_reader.py).
+OffsetCommit and OffsetFetch requests read straight from the frame (``read_offset_commit``,
+``read_offset_fetch``): the generic path decodes a ``Container`` per group, topic and
+partition, which ``broker.coordinator.api``'s decoders then turn into named tuples; for a
+commit of many partitions that was half of the per-offset cost of decoding. The readers
+take the shapes clients send (OffsetCommit v6 and later, OffsetFetch v6 and later; every
+length in one byte where the version is flexible; no tagged fields) and hand anything else
+back to the generic path, which also gives malformed bytes their error; where they read,
+they give what the generic path gives (tests/coordinator/test_request_readers.py).
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from broker.coordinator.requests import (
     CommitPartition,
     CommitTopic,
     FetchedPartition,
+    FetchGroup,
     OffsetCommitRequest,
+    OffsetFetchRequest,
     OffsetFetchResult,
     Result,
 )
 from protocol.varint import encode_uvarint
 
-__all__ = ["offset_fetch_body", "read_offset_commit"]
+__all__ = ["offset_fetch_body", "read_offset_commit", "read_offset_fetch"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -106,8 +109,15 @@ def offset_fetch_body(version: int, r: Result) -> bytes:
 _INT16_AT = struct.Struct(">h").unpack_from
 _INT32_AT = struct.Struct(">i").unpack_from
 _PARTITION_AT = struct.Struct(">iqi").unpack_from  # partition_index, committed_offset, committed_leader_epoch
-#: What reading past the frame's end or an invalid string raises: the generic path then decodes it.
-_UNREAD = (IndexError, struct.error, UnicodeDecodeError)
+
+
+class _NotTaken(Exception):
+    """A reader's helper met bytes the reader does not take."""
+
+
+#: What reading past the frame's end or an invalid string raises, or a helper that does not
+#: take the bytes: the generic path then decodes them.
+_UNREAD = (IndexError, struct.error, UnicodeDecodeError, _NotTaken)
 
 
 def read_offset_commit(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
@@ -286,3 +296,126 @@ def _read_commit_classic(version: int, buf: bytes, pos: int) -> OffsetCommitRequ
         topics.append(new_tuple(CommitTopic, (name, tuple(partitions))))
     return new_tuple(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, tuple(topics),
                                            False, False))
+
+
+# ---------------------------------------------------------------------- OffsetFetch, read
+
+#: ``unpack_from`` of n big-endian int32s, by n (one-byte compact counts: n under 127).
+_INT32S_AT = tuple(struct.Struct(f">{n}i").unpack_from for n in range(127))
+
+
+def read_offset_fetch(version: int, buf: bytes, pos: int) -> OffsetFetchRequest | None:
+    """The OffsetFetch body at ``buf[pos:]`` as ``decode_offset_fetch`` would give it after the
+    generic decoder, or None where this reader does not take the bytes (as ``read_offset_commit``).
+
+    Takes the flexible versions (v6-v9) whose every string and array length is one byte and
+    which carry no tagged fields.
+    """
+    if version < 6:
+        return None
+    try:
+        if version >= 8:
+            return _read_fetch_groups(version, buf, pos)
+        return _read_fetch_group(version, buf, pos)
+    except _UNREAD:
+        return None
+
+
+def _read_fetch_topics(buf: bytes, pos: int) -> tuple[tuple[tuple[str, tuple[int, ...]], ...] | None, int]:
+    """A nullable compact array of (name, partition indexes), and the position after it."""
+    end = len(buf)
+    count = buf[pos] - 1
+    pos += 1
+    if count == -1:
+        return None, pos
+    if not 0 <= count < 127:
+        raise _NotTaken
+    topics = []
+    for _ in range(count):
+        n = buf[pos] - 1
+        if not 0 <= n < 127:
+            raise _NotTaken
+        pos += 1
+        stop = pos + n
+        if stop > end:
+            raise _NotTaken
+        name = buf[pos:stop].decode()
+        pos = stop
+        n = buf[pos] - 1
+        if not 0 <= n < 127:
+            raise _NotTaken
+        pos += 1
+        partitions = _INT32S_AT[n](buf, pos)
+        pos += 4 * n
+        if buf[pos]:  # tagged fields
+            raise _NotTaken
+        pos += 1
+        topics.append((name, partitions))
+    return tuple(topics), pos
+
+
+def _read_fetch_group(version: int, buf: bytes, pos: int) -> OffsetFetchRequest | None:
+    # v6-v7: one group.
+    end = len(buf)
+    n = buf[pos] - 1
+    if not 0 <= n < 127:
+        return None
+    pos += 1
+    stop = pos + n
+    if stop > end:
+        return None
+    group_id = buf[pos:stop].decode()
+    topics, pos = _read_fetch_topics(buf, stop)
+    require_stable = False
+    if version >= 7:
+        require_stable = buf[pos] != 0
+        pos += 1
+    if buf[pos]:
+        return None
+    new_tuple = tuple.__new__
+    return new_tuple(OffsetFetchRequest, ((new_tuple(FetchGroup, (group_id, topics, None, -1)),), require_stable))
+
+
+def _read_fetch_groups(version: int, buf: bytes, pos: int) -> OffsetFetchRequest | None:
+    # v8+: several groups, each with its member (v9).
+    new_tuple = tuple.__new__
+    end = len(buf)
+    count = buf[pos] - 1
+    if not 0 <= count < 127:
+        return None
+    pos += 1
+    groups = []
+    for _ in range(count):
+        n = buf[pos] - 1
+        if not 0 <= n < 127:
+            return None
+        pos += 1
+        stop = pos + n
+        if stop > end:
+            return None
+        group_id = buf[pos:stop].decode()
+        pos = stop
+        member_id = None
+        member_epoch = -1
+        if version >= 9:
+            n = buf[pos] - 1
+            pos += 1
+            if 0 <= n < 127:
+                stop = pos + n
+                if stop > end:
+                    return None
+                member_id = buf[pos:stop].decode()
+                pos = stop
+            elif n != -1:
+                return None
+            (member_epoch,) = _INT32_AT(buf, pos)
+            pos += 4
+        topics, pos = _read_fetch_topics(buf, pos)
+        if buf[pos]:
+            return None
+        pos += 1
+        groups.append(new_tuple(FetchGroup, (group_id, topics, member_id, member_epoch)))
+    require_stable = buf[pos] != 0
+    if buf[pos + 1]:
+        return None
+    return new_tuple(OffsetFetchRequest, (tuple(groups), require_stable))

@@ -1,10 +1,10 @@
-"""OffsetCommit bodies read straight from the frame give what the generic path gives.
+"""OffsetCommit and OffsetFetch bodies read straight from the frame give what the generic path gives.
 
-``read_offset_commit`` (``broker.coordinator.packed``) skips the generic decoder's
-``Container`` per topic and partition. Where it takes a body, its request equals
-``decode_offset_commit`` of the generic body; where it does not, the generic decoder runs,
-so malformed bytes are refused exactly as before; and the generic body stays available,
-decoded on demand, to whoever asks for it.
+``read_offset_commit`` and ``read_offset_fetch`` (``broker.coordinator.packed``) skip the
+generic decoder's ``Container`` per group, topic and partition. Where one takes a body, its
+request equals what ``broker.coordinator.api`` decodes from the generic body; where it does
+not, the generic decoder runs, so malformed bytes are refused exactly as before; and the
+generic body stays available, decoded on demand, to whoever asks for it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from broker.config import Config
 from broker.context import BrokerContext
-from broker.coordinator.api import BINDINGS, decode_offset_commit
-from broker.coordinator.packed import read_offset_commit
+from broker.coordinator.api import BINDINGS, decode_offset_commit, decode_offset_fetch
+from broker.coordinator.packed import read_offset_commit, read_offset_fetch
 from broker.coordinator.requests import ClientInfo
 from broker.group_service import GroupService
 from broker.handlers import groups
@@ -34,7 +34,7 @@ from protocol.messages import REQUESTS
 
 MESSAGE = REQUESTS[ApiKey.OFFSET_COMMIT]
 VERSIONS = range(MESSAGE.min_version, MESSAGE.max_version + 1)
-READERS: dict[int, TypedReader] = {ApiKey.OFFSET_COMMIT: read_offset_commit}
+READERS: dict[int, TypedReader] = {ApiKey.OFFSET_COMMIT: read_offset_commit, ApiKey.OFFSET_FETCH: read_offset_fetch}
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 # Mostly short; sometimes past 126 bytes, where a flexible version's length takes two bytes.
@@ -140,6 +140,119 @@ def test_a_request_with_its_body_decoded_compares_as_before() -> None:
     assert "OffsetCommitRequest" in repr(a) and "group_id" in repr(a)
     plain = Request(a.header, a.message, a.body)
     assert plain.typed is None and plain == a
+
+
+# ---------------------------------------------------------------------- OffsetFetch
+
+FETCH = REQUESTS[ApiKey.OFFSET_FETCH]
+FETCH_VERSIONS = range(FETCH.min_version, FETCH.max_version + 1)
+FETCH_TOPICS = st.lists(st.fixed_dictionaries({"name": TEXT, "partition_indexes": st.lists(INT32, max_size=5)}),
+                        max_size=3)
+FETCH_BODIES = st.fixed_dictionaries({
+    "group_id": TEXT, "topics": st.one_of(st.none(), FETCH_TOPICS), "require_stable": st.booleans(),
+    "groups": st.lists(st.fixed_dictionaries({
+        "group_id": TEXT, "member_id": st.one_of(st.none(), TEXT), "member_epoch": INT32,
+        "topics": st.one_of(st.none(), FETCH_TOPICS)}), max_size=3)})
+
+
+def _fetch_frame(version: int, body: dict[str, Any]) -> bytes:
+    if version < 2 and body["topics"] is None:  # all topics: from v2
+        body = {**body, "topics": []}
+    return encode_request(ApiKey.OFFSET_FETCH, version, 1, body, "client")[4:]
+
+
+def _fetch_one_byte_lengths(version: int, body: dict[str, Any]) -> bool:
+    groups = body["groups"] if version >= 8 else [{"group_id": body["group_id"], "topics": body["topics"]}]
+    texts = [g["group_id"] for g in groups] + [g.get("member_id") or "" for g in groups if version >= 9]
+    texts += [t["name"] for g in groups for t in g["topics"] or ()]
+    return all(len(text.encode()) < 127 for text in texts)
+
+
+def _generic_fetch(frame: bytes) -> Any:
+    try:
+        request = decode_request(frame)
+    except (ProtocolError, UnsupportedRequest) as exc:
+        return type(exc)
+    return decode_offset_fetch(request.header.api_version, request.body, ClientInfo())
+
+
+@given(version=st.sampled_from(FETCH_VERSIONS), body=FETCH_BODIES)
+def test_a_fetch_it_reads_is_what_the_generic_path_gives(version: int, body: dict[str, Any]) -> None:
+    frame = _fetch_frame(version, body)
+    generic = decode_request(frame)
+    request = decode_request(frame, typed=READERS)
+    if request.typed is not None:
+        assert request.typed == decode_offset_fetch(version, generic.body, ClientInfo())
+    if version >= 6 and _fetch_one_byte_lengths(version, body):
+        assert request.typed is not None
+    elif version < 6:
+        assert request.typed is None
+    assert request.body == generic.body and request == generic
+
+
+@given(version=st.sampled_from(range(6, FETCH.max_version + 1)), body=FETCH_BODIES, data=st.data())
+def test_damaged_fetches_are_refused_as_before(version: int, body: dict[str, Any], data: Any) -> None:
+    frame = bytearray(_fetch_frame(version, body))
+    start = data.draw(st.integers(8, len(frame)))
+    mutation = data.draw(st.sampled_from(["flip", "cut", "append"]))
+    if mutation == "flip" and start < len(frame):
+        frame[start] ^= data.draw(st.integers(1, 255))
+    elif mutation == "cut":
+        del frame[start:]
+    else:
+        frame[start:start] = data.draw(st.binary(min_size=1, max_size=4))
+    damaged = bytes(frame)
+    expected = _generic_fetch(damaged)
+    try:
+        request = decode_request(damaged, typed=READERS)
+    except (ProtocolError, UnsupportedRequest) as exc:
+        assert expected is type(exc)
+        return
+    assert not isinstance(expected, type)
+    assert (request.typed or decode_offset_fetch(request.header.api_version, request.body, ClientInfo())) == expected
+
+
+# ---------------------------------------------------------------------- every byte
+
+#: Values each byte of a frame is set to in turn: one-byte and longer lengths, nulls, a tag.
+BYTE_VALUES = (0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF)
+COMMIT_SAMPLE = {"group_id": "g", "generation_id_or_member_epoch": 3, "member_id": "m", "group_instance_id": "i",
+                 "topics": [{"name": "t", "partitions": [
+                     {"partition_index": 1, "committed_offset": 9, "committed_leader_epoch": 2,
+                      "committed_metadata": "md"},
+                     {"partition_index": 2, "committed_offset": 5, "committed_metadata": None}]}]}
+FETCH_SAMPLE = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [1, 2]}], "require_stable": True,
+                "groups": [{"group_id": "g", "member_id": "m", "member_epoch": 4,
+                            "topics": [{"name": "t", "partition_indexes": [1]}]},
+                           {"group_id": "h", "member_id": None, "topics": None}]}
+
+
+def _same_outcome(frame: bytes, generic: Any, decode: Any) -> None:
+    try:
+        request = decode_request(frame, typed=READERS)
+    except (ProtocolError, UnsupportedRequest) as exc:
+        assert generic is type(exc), frame
+        return
+    assert not isinstance(generic, type), frame
+    typed = request.typed or decode(request.header.api_version, request.body, ClientInfo())
+    assert typed == generic, frame
+
+
+@pytest.mark.parametrize("api, version", [(ApiKey.OFFSET_COMMIT, v) for v in range(6, MESSAGE.max_version + 1)]
+                         + [(ApiKey.OFFSET_FETCH, v) for v in range(6, FETCH.max_version + 1)])
+def test_every_byte_set_to_every_kind_of_value_and_every_cut(api: int, version: int) -> None:
+    decode: Any
+    if api == ApiKey.OFFSET_COMMIT:
+        frame, generic_of, decode = _frame(version, COMMIT_SAMPLE), _generic, decode_offset_commit
+    else:
+        frame, generic_of, decode = _fetch_frame(version, FETCH_SAMPLE), _generic_fetch, decode_offset_fetch
+    assert decode_request(frame, typed=READERS).typed is not None
+    for position in range(8, len(frame)):
+        for value in BYTE_VALUES:
+            changed = frame[:position] + bytes((value,)) + frame[position + 1:]
+            _same_outcome(changed, generic_of(changed), decode)
+        cut = frame[:position]
+        _same_outcome(cut, generic_of(cut), decode)
 
 
 # ---------------------------------------------------------------------- through the router
