@@ -12,6 +12,7 @@ import argparse
 import os
 import platform
 import resource
+import select
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from bench import (
     txn_bench,
 )
 from bench.brokers import REPO, Broker, free_port, start_kcoord, start_tansu, tansu_binary
+from storage.aio import AsyncDatasync
 
 GROUP_LIMIT_S = 60.0
 HEARTBEAT_KEY = "Heartbeat requests/s (10 members, depth 8)"
@@ -53,11 +55,28 @@ JOURNAL_ENTRY_BYTES = 126
 FDATASYNC_SAMPLES = 2000
 
 
-def fdatasync_latency(directory: Path, syncs: int = FDATASYNC_SAMPLES) -> tuple[float, float]:
-    """Seconds an ``fdatasync`` takes in ``directory``'s file system, median and 99th
-    percentile: each one after overwriting ``JOURNAL_ENTRY_BYTES`` of an already written
-    file, as kcoord's journal does for a one-partition commit. The floor under a commit
-    that waits for its sync, whatever the broker does around it."""
+@dataclass
+class SyncLatency:
+    """How long a journal entry's sync takes on a file system (``fdatasync_latency``), in seconds."""
+
+    #: ``fdatasync`` called on the thread: median and 99th percentile.
+    median: float
+    p99: float
+    #: The same sync as kcoord runs it, through the kernel's AIO worker (``storage.aio``):
+    #: from ``io_submit`` until its completion has been read, median; and ``io_submit``
+    #: alone, median (time on the broker's own thread). None where the kernel runs no
+    #: asynchronous fdatasync there.
+    aio_median: float | None = None
+    submit_median: float | None = None
+
+
+def fdatasync_latency(directory: Path, syncs: int = FDATASYNC_SAMPLES) -> SyncLatency:
+    """How long a sync takes in ``directory``'s file system: each one after overwriting
+    ``JOURNAL_ENTRY_BYTES`` of an already written file, as kcoord's journal does for a
+    one-partition commit, alternately with ``fdatasync`` on the thread and through the
+    kernel's AIO worker as the broker runs it. The floor under a commit that waits for
+    its sync, whatever the broker does around it."""
+    kernel = AsyncDatasync.open()
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         fd = os.open(Path(scratch) / "journal", os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -65,16 +84,39 @@ def fdatasync_latency(directory: Path, syncs: int = FDATASYNC_SAMPLES) -> tuple[
             os.pwrite(fd, bytes(span), 0)
             os.fsync(fd)
             entry = b"\x01" * JOURNAL_ENTRY_BYTES
-            took = []
+            took: list[float] = []
+            through_aio: list[float] = []
+            submits: list[float] = []
             for i in range(syncs):
                 os.pwrite(fd, entry, i * JOURNAL_ENTRY_BYTES)
                 started = time.perf_counter()
-                os.fdatasync(fd)
-                took.append(time.perf_counter() - started)
+                if kernel is None or i % 2 == 0:
+                    os.fdatasync(fd)
+                    took.append(time.perf_counter() - started)
+                    continue
+                try:
+                    kernel.submit([fd])
+                except OSError:  # no asynchronous fdatasync on this file system
+                    kernel.close()
+                    kernel = None
+                    continue
+                submitted = time.perf_counter()
+                results: list[tuple[int, int]] = []
+                while kernel.in_flight:
+                    select.select([kernel.fileno()], [], [])
+                    results += kernel.reap()
+                through_aio.append(time.perf_counter() - started)
+                submits.append(submitted - started)
+                if results != [(0, 0)]:
+                    raise OSError(-results[0][1] if results else 0, "asynchronous fdatasync failed")
         finally:
             os.close(fd)
+            if kernel is not None:
+                kernel.close()
     took.sort()
-    return statistics.median(took), took[min(len(took) - 1, int(len(took) * 0.99))]
+    return SyncLatency(statistics.median(took), took[min(len(took) - 1, int(len(took) * 0.99))],
+                       statistics.median(through_aio) if through_aio else None,
+                       statistics.median(submits) if submits else None)
 
 
 @dataclass
@@ -122,7 +164,7 @@ class Bench:
         #: The machine's speed on kcoord's own request path, before and after the loads (``calibrate``).
         self.calibration: list[tuple[float, float]] = []
         #: ``fdatasync_latency`` in kcoord's data directory's file system, once per round.
-        self.fdatasync: list[tuple[float, float]] = []
+        self.fdatasync: list[SyncLatency] = []
 
     def calibrate(self) -> None:
         """CPU seconds per one-partition OffsetCommit and per additional offset, in process
@@ -435,12 +477,20 @@ def fsync_reference_lines(bench: Bench) -> list[str]:
         *rows,
     ]
     if bench.fdatasync:
-        median = statistics.median(m for m, _ in bench.fdatasync)
-        tail = statistics.median(t for _, t in bench.fdatasync)
+        median = statistics.median(s.median for s in bench.fdatasync)
+        tail = statistics.median(s.p99 for s in bench.fdatasync)
+        rounds = f"{len(bench.fdatasync)} round{'s' if len(bench.fdatasync) != 1 else ''}"
+        aio = [s for s in bench.fdatasync if s.aio_median is not None and s.submit_median is not None]
         lines += ["", f"An `fdatasync` after a {JOURNAL_ENTRY_BYTES}-byte overwrite (a one-partition commit's journal "
                   f"entry), on the file system of kcoord's data directory, in this run: {median * 1e6:.0f} us median, "
-                  f"{tail * 1e6:.0f} us at the 99th percentile (median of {len(bench.fdatasync)} "
-                  f"round{'s' if len(bench.fdatasync) != 1 else ''} of {FDATASYNC_SAMPLES:,})."]
+                  f"{tail * 1e6:.0f} us at the 99th percentile (median of {rounds}, {'half of ' if aio else ''}"
+                  f"{FDATASYNC_SAMPLES:,} syncs each)."]
+        if aio:
+            through = statistics.median(s.aio_median for s in aio if s.aio_median is not None)
+            submit = statistics.median(s.submit_median for s in aio if s.submit_median is not None)
+            lines[-1] += (f" The same sync as kcoord runs it, through the kernel's AIO worker (the other half): "
+                          f"{through * 1e6:.0f} us median from `io_submit` until its completion is read, of which "
+                          f"`io_submit` itself takes {submit * 1e6:.0f} us on the calling thread.")
     return lines
 
 
