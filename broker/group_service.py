@@ -230,7 +230,7 @@ class GroupService:
         header = request.header
         binding = BINDINGS[header.api_key]
         slot = Slot(header.api_key, header.api_version, header.correlation_id)
-        typed = request.typed  # read straight from the frame (OffsetCommit), else decoded here
+        typed = request.typed  # read straight from the frame (OffsetCommit, OffsetFetch), else decoded here
         if typed is None:
             typed = binding.decode(header.api_version, request.body, client)
         if isinstance(typed, Rejected):
