@@ -61,28 +61,34 @@ class Request:
     ``typed``: the body as the broker's own request type, where ``decode_request`` was given
     a reader for the API (``TypedReader``) and it took the bytes. The generic ``body`` is
     then decoded only if something asks for it (an authorization rule, cluster routing),
-    from bytes the reader has already found well formed.
+    from bytes the reader has already found well formed. ``body`` is a plain attribute
+    otherwise, so reading it costs no call.
     """
 
-    __slots__ = ("_body", "_unread", "header", "message", "typed")
+    __slots__ = ("_unread", "body", "header", "message", "typed")
+
+    header: RequestHeader
+    message: Message
+    body: Container
+    typed: Any
 
     def __init__(self, header: RequestHeader, message: Message, body: Container | None,
                  typed: Any = None, unread: tuple[CompiledStruct, bytes, int] | None = None) -> None:
         self.header = header
         self.message = message
-        self._body = body
+        if body is not None:
+            self.body = body
         self.typed = typed
         self._unread = unread  # (body codec, frame, body position) while ``body`` is not decoded
 
-    @property
-    def body(self) -> Container:
-        body = self._body
-        if body is None:
-            unread = self._unread
-            assert unread is not None, "a request without a body"
-            codec, frame, pos = unread
-            body = self._body = codec.decode(frame, pos)[0]
-            self._unread = None
+    def __getattr__(self, name: str) -> Any:
+        """Only for ``body`` not decoded yet (a slot not yet set): decode it now."""
+        unread = self._unread
+        if name != "body" or unread is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        codec, frame, pos = unread
+        body = self.body = codec.decode(frame, pos)[0]
+        self._unread = None
         return body
 
     def __eq__(self, other: object) -> bool:
