@@ -109,15 +109,62 @@ def offset_fetch_body(version: int, r: Result) -> bytes:
 _INT16_AT = struct.Struct(">h").unpack_from
 _INT32_AT = struct.Struct(">i").unpack_from
 _PARTITION_AT = struct.Struct(">iqi").unpack_from  # partition_index, committed_offset, committed_leader_epoch
+#: ``unpack_from`` of n big-endian int32s, by n (one-byte compact counts: n under 127).
+_INT32S_AT = tuple(struct.Struct(f">{n}i").unpack_from for n in range(127))
 
 
 class _NotTaken(Exception):
-    """A reader's helper met bytes the reader does not take."""
+    """A reader met bytes it does not take."""
 
 
-#: What reading past the frame's end or an invalid string raises, or a helper that does not
-#: take the bytes: the generic path then decodes them.
+#: What reading past the frame's end or an invalid string raises, or bytes a reader does not
+#: take: the generic path then decodes them (and refuses what is malformed).
 _UNREAD = (IndexError, struct.error, UnicodeDecodeError, _NotTaken)
+
+
+# A flexible version's compact length is length + 1 (0: null), one byte while under 128; the
+# readers take only one-byte lengths. A classic version's is an int16 (-1: null). These read
+# the strings of a request's own fields; a partition's metadata is read inline, once per
+# committed offset, where a call per offset would cost more than the lines it saves.
+
+def _compact(buf: bytes, pos: int) -> tuple[str, int]:
+    """A non-null compact string at ``pos``, and the position after it."""
+    n = buf[pos] - 1
+    pos += 1
+    stop = pos + n
+    if not 0 <= n < 127 or stop > len(buf):
+        raise _NotTaken
+    return buf[pos:stop].decode(), stop
+
+
+def _compact_or_null(buf: bytes, pos: int) -> tuple[str | None, int]:
+    if buf[pos] == 0:
+        return None, pos + 1
+    return _compact(buf, pos)
+
+
+def _compact_count(buf: bytes, pos: int) -> int:
+    """A non-null compact array's element count at ``pos`` (its one byte)."""
+    count = buf[pos] - 1
+    if not 0 <= count < 127:
+        raise _NotTaken
+    return count
+
+
+def _classic(buf: bytes, pos: int) -> tuple[str, int]:
+    """A non-null int16-length string at ``pos``, and the position after it."""
+    (n,) = _INT16_AT(buf, pos)
+    pos += 2
+    stop = pos + n
+    if n < 0 or stop > len(buf):
+        raise _NotTaken
+    return buf[pos:stop].decode(), stop
+
+
+def _classic_or_null(buf: bytes, pos: int) -> tuple[str | None, int]:
+    if buf[pos:pos + 2] == b"\xff\xff":
+        return None, pos + 2
+    return _classic(buf, pos)
 
 
 def read_offset_commit(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
@@ -139,169 +186,89 @@ def read_offset_commit(version: int, buf: bytes, pos: int) -> OffsetCommitReques
     return None
 
 
-def _read_commit_flexible(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
-    # A compact length is length + 1 (0: null); one byte while under 128.
+def _read_commit_flexible(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
     new_tuple = tuple.__new__
     partition_type = CommitPartition
     end = len(buf)
-    n = buf[pos] - 1
-    if not 0 <= n < 127:
-        return None
-    pos += 1
-    stop = pos + n
-    if stop > end:
-        return None
-    group_id = buf[pos:stop].decode()
-    (generation,) = _INT32_AT(buf, stop)
-    pos = stop + 4
-    n = buf[pos] - 1
-    if not 0 <= n < 127:
-        return None
-    pos += 1
-    stop = pos + n
-    if stop > end:
-        return None
-    member_id = buf[pos:stop].decode()
-    pos = stop
-    n = buf[pos] - 1
-    pos += 1
-    if n == -1:
-        instance_id = None
-    elif 0 <= n < 127:
-        stop = pos + n
-        if stop > end:
-            return None
-        instance_id = buf[pos:stop].decode()
-        pos = stop
-    else:
-        return None
-    topic_count = buf[pos] - 1
-    if not 0 <= topic_count < 127:
-        return None
+    group_id, pos = _compact(buf, pos)
+    (generation,) = _INT32_AT(buf, pos)
+    member_id, pos = _compact(buf, pos + 4)
+    instance_id, pos = _compact_or_null(buf, pos)
+    topic_count = _compact_count(buf, pos)
     pos += 1
     topics = []
     for _ in range(topic_count):
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
-            return None
-        pos += 1
-        stop = pos + n
-        if stop > end:
-            return None
-        name = buf[pos:stop].decode()
-        pos = stop
-        count = buf[pos] - 1
-        if not 0 <= count < 127:
-            return None
+        name, pos = _compact(buf, pos)
+        count = _compact_count(buf, pos)
         pos += 1
         partitions = []
         for _ in range(count):
             partition, offset, leader_epoch = _PARTITION_AT(buf, pos)
-            pos += 16
-            n = buf[pos] - 1
-            pos += 1
+            n = buf[pos + 16] - 1  # the metadata's compact length
+            pos += 17
             if n == -1:
                 metadata = ""
-            elif 0 <= n < 127:
+            else:
                 stop = pos + n
-                if stop > end:
-                    return None
+                if not 0 <= n < 127 or stop > end:
+                    raise _NotTaken
                 metadata = buf[pos:stop].decode()
                 pos = stop
-            else:
-                return None
             if buf[pos]:  # tagged fields
-                return None
+                raise _NotTaken
             pos += 1
             partitions.append(new_tuple(partition_type, (partition, offset, leader_epoch, metadata, -1)))
         if buf[pos]:
-            return None
+            raise _NotTaken
         pos += 1
         topics.append(new_tuple(CommitTopic, (name, tuple(partitions))))
     if buf[pos]:
-        return None
+        raise _NotTaken
     return new_tuple(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, tuple(topics),
                                            version >= 9, False))
 
 
-def _read_commit_classic(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
-    # int16 string lengths (-1: null), int32 array counts.
+def _read_commit_classic(version: int, buf: bytes, pos: int) -> OffsetCommitRequest:
     new_tuple = tuple.__new__
     partition_type = CommitPartition
     end = len(buf)
-    (n,) = _INT16_AT(buf, pos)
-    if n < 0:
-        return None
-    pos += 2
-    stop = pos + n
-    if stop > end:
-        return None
-    group_id = buf[pos:stop].decode()
-    (generation,) = _INT32_AT(buf, stop)
-    (n,) = _INT16_AT(buf, stop + 4)
-    if n < 0:
-        return None
-    pos = stop + 6
-    stop = pos + n
-    if stop > end:
-        return None
-    member_id = buf[pos:stop].decode()
-    pos = stop
+    group_id, pos = _classic(buf, pos)
+    (generation,) = _INT32_AT(buf, pos)
+    member_id, pos = _classic(buf, pos + 4)
     instance_id = None
     if version >= 7:
-        (n,) = _INT16_AT(buf, pos)
-        pos += 2
-        if n >= 0:
-            stop = pos + n
-            if stop > end:
-                return None
-            instance_id = buf[pos:stop].decode()
-            pos = stop
-        elif n != -1:
-            return None
+        instance_id, pos = _classic_or_null(buf, pos)
     (topic_count,) = _INT32_AT(buf, pos)
-    if topic_count < 0:
-        return None
     pos += 4
     topics = []
-    for _ in range(topic_count):
-        (n,) = _INT16_AT(buf, pos)
-        if n < 0:
-            return None
-        pos += 2
-        stop = pos + n
-        if stop > end:
-            return None
-        name = buf[pos:stop].decode()
-        (count,) = _INT32_AT(buf, stop)
+    for _ in range(topic_count):  # a negative count: no topics, then refused below
+        name, pos = _classic(buf, pos)
+        (count,) = _INT32_AT(buf, pos)
         if count < 0:
-            return None
-        pos = stop + 4
+            raise _NotTaken
+        pos += 4
         partitions = []
         for _ in range(count):
             partition, offset, leader_epoch = _PARTITION_AT(buf, pos)
-            (n,) = _INT16_AT(buf, pos + 16)
+            (n,) = _INT16_AT(buf, pos + 16)  # the metadata's length
             pos += 18
-            if n >= 0:
-                stop = pos + n
-                if stop > end:
-                    return None
-                metadata = buf[pos:stop].decode()
-                pos = stop
-            elif n == -1:
+            if n == -1:
                 metadata = ""
             else:
-                return None
+                stop = pos + n
+                if n < 0 or stop > end:
+                    raise _NotTaken
+                metadata = buf[pos:stop].decode()
+                pos = stop
             partitions.append(new_tuple(partition_type, (partition, offset, leader_epoch, metadata, -1)))
         topics.append(new_tuple(CommitTopic, (name, tuple(partitions))))
+    if topic_count < 0:
+        raise _NotTaken
     return new_tuple(OffsetCommitRequest, (group_id, generation, member_id, instance_id, -1, tuple(topics),
                                            False, False))
 
 
 # ---------------------------------------------------------------------- OffsetFetch, read
-
-#: ``unpack_from`` of n big-endian int32s, by n (one-byte compact counts: n under 127).
-_INT32S_AT = tuple(struct.Struct(f">{n}i").unpack_from for n in range(127))
 
 
 def read_offset_fetch(version: int, buf: bytes, pos: int) -> OffsetFetchRequest | None:
@@ -323,30 +290,16 @@ def read_offset_fetch(version: int, buf: bytes, pos: int) -> OffsetFetchRequest 
 
 def _read_fetch_topics(buf: bytes, pos: int) -> tuple[tuple[tuple[str, tuple[int, ...]], ...] | None, int]:
     """A nullable compact array of (name, partition indexes), and the position after it."""
-    end = len(buf)
-    count = buf[pos] - 1
+    if buf[pos] == 0:
+        return None, pos + 1
+    count = _compact_count(buf, pos)
     pos += 1
-    if count == -1:
-        return None, pos
-    if not 0 <= count < 127:
-        raise _NotTaken
     topics = []
     for _ in range(count):
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
-            raise _NotTaken
-        pos += 1
-        stop = pos + n
-        if stop > end:
-            raise _NotTaken
-        name = buf[pos:stop].decode()
-        pos = stop
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
-            raise _NotTaken
-        pos += 1
-        partitions = _INT32S_AT[n](buf, pos)
-        pos += 4 * n
+        name, pos = _compact(buf, pos)
+        n = _compact_count(buf, pos)
+        partitions = _INT32S_AT[n](buf, pos + 1)
+        pos += 1 + 4 * n
         if buf[pos]:  # tagged fields
             raise _NotTaken
         pos += 1
@@ -354,68 +307,40 @@ def _read_fetch_topics(buf: bytes, pos: int) -> tuple[tuple[tuple[str, tuple[int
     return tuple(topics), pos
 
 
-def _read_fetch_group(version: int, buf: bytes, pos: int) -> OffsetFetchRequest | None:
+def _read_fetch_group(version: int, buf: bytes, pos: int) -> OffsetFetchRequest:
     # v6-v7: one group.
-    end = len(buf)
-    n = buf[pos] - 1
-    if not 0 <= n < 127:
-        return None
-    pos += 1
-    stop = pos + n
-    if stop > end:
-        return None
-    group_id = buf[pos:stop].decode()
-    topics, pos = _read_fetch_topics(buf, stop)
+    group_id, pos = _compact(buf, pos)
+    topics, pos = _read_fetch_topics(buf, pos)
     require_stable = False
     if version >= 7:
         require_stable = buf[pos] != 0
         pos += 1
     if buf[pos]:
-        return None
+        raise _NotTaken
     new_tuple = tuple.__new__
     return new_tuple(OffsetFetchRequest, ((new_tuple(FetchGroup, (group_id, topics, None, -1)),), require_stable))
 
 
-def _read_fetch_groups(version: int, buf: bytes, pos: int) -> OffsetFetchRequest | None:
+def _read_fetch_groups(version: int, buf: bytes, pos: int) -> OffsetFetchRequest:
     # v8+: several groups, each with its member (v9).
     new_tuple = tuple.__new__
-    end = len(buf)
-    count = buf[pos] - 1
-    if not 0 <= count < 127:
-        return None
+    count = _compact_count(buf, pos)
     pos += 1
     groups = []
     for _ in range(count):
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
-            return None
-        pos += 1
-        stop = pos + n
-        if stop > end:
-            return None
-        group_id = buf[pos:stop].decode()
-        pos = stop
+        group_id, pos = _compact(buf, pos)
         member_id = None
         member_epoch = -1
         if version >= 9:
-            n = buf[pos] - 1
-            pos += 1
-            if 0 <= n < 127:
-                stop = pos + n
-                if stop > end:
-                    return None
-                member_id = buf[pos:stop].decode()
-                pos = stop
-            elif n != -1:
-                return None
+            member_id, pos = _compact_or_null(buf, pos)
             (member_epoch,) = _INT32_AT(buf, pos)
             pos += 4
         topics, pos = _read_fetch_topics(buf, pos)
         if buf[pos]:
-            return None
+            raise _NotTaken
         pos += 1
         groups.append(new_tuple(FetchGroup, (group_id, topics, member_id, member_epoch)))
     require_stable = buf[pos] != 0
     if buf[pos + 1]:
-        return None
+        raise _NotTaken
     return new_tuple(OffsetFetchRequest, (tuple(groups), require_stable))

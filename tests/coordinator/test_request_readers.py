@@ -66,29 +66,64 @@ def _one_byte_lengths(body: dict[str, Any]) -> bool:
     return all(len(text.encode()) < 127 for text in texts)
 
 
-def _generic(frame: bytes) -> Any:
+def _generic(frame: bytes, decode: Any = decode_offset_commit) -> Any:
     """The generic path's typed request, or the exception type it refuses the frame with."""
     try:
         request = decode_request(frame)
     except (ProtocolError, UnsupportedRequest) as exc:
         return type(exc)
-    return decode_offset_commit(request.header.api_version, request.body, ClientInfo())
+    return decode(request.header.api_version, request.body, ClientInfo())
+
+
+def _same_outcome(frame: bytes, decode: Any) -> None:
+    """Read with the readers, ``frame`` is refused, or decoded, as the generic path does it."""
+    generic = _generic(frame, decode)
+    try:
+        request = decode_request(frame, typed=READERS)
+    except (ProtocolError, UnsupportedRequest) as exc:
+        assert generic is type(exc), frame
+        return
+    assert not isinstance(generic, type), frame
+    typed = request.typed or decode(request.header.api_version, request.body, ClientInfo())
+    assert typed == generic, frame
+
+
+def _damage(frame: bytes, data: Any) -> bytes:
+    """``frame`` with one byte flipped, cut short, or with bytes put in, past its API key,
+    version and correlation id."""
+    damaged = bytearray(frame)
+    start = data.draw(st.integers(8, len(damaged)))
+    mutation = data.draw(st.sampled_from(["flip", "cut", "append"]))
+    if mutation == "flip" and start < len(damaged):
+        damaged[start] ^= data.draw(st.integers(1, 255))
+    elif mutation == "cut":
+        del damaged[start:]
+    else:
+        damaged[start:start] = data.draw(st.binary(min_size=1, max_size=4))
+    return bytes(damaged)
+
+
+def _reads_as_generic(frame: bytes, decode: Any, taken: bool) -> None:
+    """What the reader gives for ``frame`` is what the generic path gives, and it reads the
+    frame if ``taken`` (the shapes clients send are read, not handed back); the generic body
+    stays there, decoded when asked for."""
+    generic = decode_request(frame)
+    request = decode_request(frame, typed=READERS)
+    version = generic.header.api_version
+    if request.typed is not None:
+        assert request.typed == decode(version, generic.body, ClientInfo())
+    if taken:
+        assert request.typed is not None
+    elif version < 6:
+        assert request.typed is None
+    assert request.body == generic.body
+    assert request == generic and request.header == generic.header
 
 
 @given(version=st.sampled_from(VERSIONS), body=BODIES)
 def test_what_it_reads_is_what_the_generic_path_gives(version: int, body: dict[str, Any]) -> None:
-    frame = _frame(version, body)
-    generic = decode_request(frame)
-    request = decode_request(frame, typed=READERS)
-    if request.typed is not None:
-        assert request.typed == decode_offset_commit(version, generic.body, ClientInfo())
-    if version >= 6 and (version < 8 or _one_byte_lengths(body)):
-        assert request.typed is not None  # the shapes clients send are read, not handed back
-    elif version < 6:
-        assert request.typed is None
-    # The generic body is still there, decoded when asked for.
-    assert request.body == generic.body
-    assert request == generic and request.header == generic.header
+    _reads_as_generic(_frame(version, body), decode_offset_commit,
+                      version >= 6 and (version < 8 or _one_byte_lengths(body)))
 
 
 @given(version=st.sampled_from(range(6, MESSAGE.max_version + 1)), body=BODIES, data=st.data())
@@ -97,28 +132,11 @@ def test_what_it_reads_is_what_the_generic_path_gives(version: int, body: dict[s
                           "topics": [{"name": "t", "partitions": []}]},
          data=None)
 def test_damaged_bytes_are_refused_as_before(version: int, body: dict[str, Any], data: Any) -> None:
-    frame = bytearray(_frame(version, body))
+    frame = _frame(version, body)
     if data is None:  # a tagged field in the last byte: handed back, the generic path reads it
-        frame[-1] = 1
-        frame += b"\x00\x00"
+        _same_outcome(frame[:-1] + b"\x01\x00\x00", decode_offset_commit)
     else:
-        start = data.draw(st.integers(8, len(frame)))
-        mutation = data.draw(st.sampled_from(["flip", "cut", "append"]))
-        if mutation == "flip" and start < len(frame):
-            frame[start] ^= data.draw(st.integers(1, 255))
-        elif mutation == "cut":
-            del frame[start:]
-        else:
-            frame[start:start] = data.draw(st.binary(min_size=1, max_size=4))
-    damaged = bytes(frame)
-    expected = _generic(damaged)
-    try:
-        request = decode_request(damaged, typed=READERS)
-    except (ProtocolError, UnsupportedRequest) as exc:
-        assert expected is type(exc)
-        return
-    assert not isinstance(expected, type)
-    assert (request.typed or decode_offset_commit(request.header.api_version, request.body, ClientInfo())) == expected
+        _same_outcome(_damage(frame, data), decode_offset_commit)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -131,6 +149,20 @@ def test_malformed_bodies_are_refused_with_the_generic_error(version: int) -> No
     with pytest.raises(ProtocolError) as read:
         decode_request(cut, typed=READERS)
     assert str(read.value) == str(generic.value)
+
+
+@pytest.mark.parametrize("field", ["group_instance_id", "committed_metadata"])
+def test_a_negative_length_other_than_null_is_refused(field: str) -> None:
+    """v7 strings have int16 lengths: -1 is null, -2 is malformed even where the rest reads."""
+    body = {"group_id": "g", "member_id": "member", "group_instance_id": None, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": None}]}]}
+    frame = _frame(7, body)
+    null = frame.index(b"\xff\xff", frame.index(b"member")) if field == "group_instance_id" else len(frame) - 2
+    assert frame[null:null + 2] == b"\xff\xff"
+    damaged = frame[:null] + b"\xff\xfe" + frame[null + 2:]
+    assert _generic(damaged) is ProtocolError
+    with pytest.raises(ProtocolError):
+        decode_request(damaged, typed=READERS)
 
 
 def test_a_request_with_its_body_decoded_compares_as_before() -> None:
@@ -168,48 +200,15 @@ def _fetch_one_byte_lengths(version: int, body: dict[str, Any]) -> bool:
     return all(len(text.encode()) < 127 for text in texts)
 
 
-def _generic_fetch(frame: bytes) -> Any:
-    try:
-        request = decode_request(frame)
-    except (ProtocolError, UnsupportedRequest) as exc:
-        return type(exc)
-    return decode_offset_fetch(request.header.api_version, request.body, ClientInfo())
-
-
 @given(version=st.sampled_from(FETCH_VERSIONS), body=FETCH_BODIES)
 def test_a_fetch_it_reads_is_what_the_generic_path_gives(version: int, body: dict[str, Any]) -> None:
-    frame = _fetch_frame(version, body)
-    generic = decode_request(frame)
-    request = decode_request(frame, typed=READERS)
-    if request.typed is not None:
-        assert request.typed == decode_offset_fetch(version, generic.body, ClientInfo())
-    if version >= 6 and _fetch_one_byte_lengths(version, body):
-        assert request.typed is not None
-    elif version < 6:
-        assert request.typed is None
-    assert request.body == generic.body and request == generic
+    _reads_as_generic(_fetch_frame(version, body), decode_offset_fetch,
+                      version >= 6 and _fetch_one_byte_lengths(version, body))
 
 
 @given(version=st.sampled_from(range(6, FETCH.max_version + 1)), body=FETCH_BODIES, data=st.data())
 def test_damaged_fetches_are_refused_as_before(version: int, body: dict[str, Any], data: Any) -> None:
-    frame = bytearray(_fetch_frame(version, body))
-    start = data.draw(st.integers(8, len(frame)))
-    mutation = data.draw(st.sampled_from(["flip", "cut", "append"]))
-    if mutation == "flip" and start < len(frame):
-        frame[start] ^= data.draw(st.integers(1, 255))
-    elif mutation == "cut":
-        del frame[start:]
-    else:
-        frame[start:start] = data.draw(st.binary(min_size=1, max_size=4))
-    damaged = bytes(frame)
-    expected = _generic_fetch(damaged)
-    try:
-        request = decode_request(damaged, typed=READERS)
-    except (ProtocolError, UnsupportedRequest) as exc:
-        assert expected is type(exc)
-        return
-    assert not isinstance(expected, type)
-    assert (request.typed or decode_offset_fetch(request.header.api_version, request.body, ClientInfo())) == expected
+    _same_outcome(_damage(_fetch_frame(version, body), data), decode_offset_fetch)
 
 
 # ---------------------------------------------------------------------- every byte
@@ -227,32 +226,19 @@ FETCH_SAMPLE = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [
                            {"group_id": "h", "member_id": None, "topics": None}]}
 
 
-def _same_outcome(frame: bytes, generic: Any, decode: Any) -> None:
-    try:
-        request = decode_request(frame, typed=READERS)
-    except (ProtocolError, UnsupportedRequest) as exc:
-        assert generic is type(exc), frame
-        return
-    assert not isinstance(generic, type), frame
-    typed = request.typed or decode(request.header.api_version, request.body, ClientInfo())
-    assert typed == generic, frame
-
-
 @pytest.mark.parametrize("api, version", [(ApiKey.OFFSET_COMMIT, v) for v in range(6, MESSAGE.max_version + 1)]
                          + [(ApiKey.OFFSET_FETCH, v) for v in range(6, FETCH.max_version + 1)])
 def test_every_byte_set_to_every_kind_of_value_and_every_cut(api: int, version: int) -> None:
     decode: Any
     if api == ApiKey.OFFSET_COMMIT:
-        frame, generic_of, decode = _frame(version, COMMIT_SAMPLE), _generic, decode_offset_commit
+        frame, decode = _frame(version, COMMIT_SAMPLE), decode_offset_commit
     else:
-        frame, generic_of, decode = _fetch_frame(version, FETCH_SAMPLE), _generic_fetch, decode_offset_fetch
+        frame, decode = _fetch_frame(version, FETCH_SAMPLE), decode_offset_fetch
     assert decode_request(frame, typed=READERS).typed is not None
     for position in range(8, len(frame)):
         for value in BYTE_VALUES:
-            changed = frame[:position] + bytes((value,)) + frame[position + 1:]
-            _same_outcome(changed, generic_of(changed), decode)
-        cut = frame[:position]
-        _same_outcome(cut, generic_of(cut), decode)
+            _same_outcome(frame[:position] + bytes((value,)) + frame[position + 1:], decode)
+        _same_outcome(frame[:position], decode)
 
 
 # ---------------------------------------------------------------------- through the router
