@@ -8,8 +8,9 @@ for byte at every version, by tests/coordinator/test_fetch_encoding.py.
 
 OffsetCommit and OffsetFetch requests read straight from the frame (``read_offset_commit``,
 ``read_offset_fetch``): the generic path decodes a ``Container`` per group, topic and
-partition, which ``broker.coordinator.api``'s decoders then turn into named tuples; for a
-commit of many partitions that was half of the per-offset cost of decoding. The readers
+partition, which ``broker.coordinator.api``'s decoders then turn into named tuples; in a
+100-partition commit that was 3.8k of the 30.9k instructions each additional offset cost
+(valgrind, routed in process). The readers
 take the shapes clients send (OffsetCommit v6 and later, OffsetFetch v6 and later; every
 length in one byte where the version is flexible; no tagged fields) and hand anything else
 back to the generic path, which also gives malformed bytes their error; where they read,
@@ -104,7 +105,7 @@ def offset_fetch_body(version: int, r: Result) -> bytes:
     return b"".join(out)
 
 
-# ---------------------------------------------------------------------- OffsetCommit, read
+# ---------------------------------------------------------------------- requests, read
 
 _INT16_AT = struct.Struct(">h").unpack_from
 _INT32_AT = struct.Struct(">i").unpack_from
@@ -165,6 +166,9 @@ def _classic_or_null(buf: bytes, pos: int) -> tuple[str | None, int]:
     if buf[pos:pos + 2] == b"\xff\xff":
         return None, pos + 2
     return _classic(buf, pos)
+
+
+# ---------------------------------------------------------------------- OffsetCommit, read
 
 
 def read_offset_commit(version: int, buf: bytes, pos: int) -> OffsetCommitRequest | None:
