@@ -59,7 +59,7 @@ def _frame(version: int, body: dict[str, Any]) -> bytes:
 
 
 def _one_byte_lengths(body: dict[str, Any]) -> bool:
-    """Whether every string and array of the body is under 127 bytes or elements."""
+    """Whether every string of the body is under 127 bytes (its arrays are shorter than that)."""
     texts = [body["group_id"], body["member_id"], body["group_instance_id"] or ""]
     texts += [t["name"] for t in body["topics"]]
     texts += [p["committed_metadata"] or "" for t in body["topics"] for p in t["partitions"]]
