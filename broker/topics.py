@@ -189,6 +189,11 @@ class TopicCatalog:
         topic = self.topics.get(name)
         return topic is not None and 0 <= index < len(topic.partitions)
 
+    def partitions_of(self, name: str) -> range:
+        """The partition indexes of the topic (none if there is no such topic)."""
+        topic = self.topics.get(name)
+        return range(len(topic.partitions) if topic is not None else 0)
+
     def create(
         self,
         name: str,

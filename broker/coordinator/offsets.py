@@ -14,7 +14,7 @@ partitions, expiry leaves those partitions alone, and deletions drop them too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Protocol
 
 from broker.coordinator.config import CoordinatorConfig
@@ -48,7 +48,9 @@ _NONE, _UNKNOWN_TOPIC_OR_PARTITION = E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION
 class TopicsView(Protocol):
     """What the coordinator may know about topics: Kafka's metadata image, reduced to a question."""
 
-    def partition_exists(self, topic: str, partition: int) -> bool: ...
+    def partitions_of(self, topic: str) -> Container[int]:
+        """The topic's partition indexes (none if the topic is unknown)."""
+        ...
 
 
 def _utf16_length(text: str) -> int:
@@ -69,7 +71,7 @@ class OffsetMetadataManager:
     def _partition_known(self, topic: str, partition: int) -> bool:
         if not self.config.require_known_topic or self.topics is None:
             return True
-        return self.topics.partition_exists(topic, partition)
+        return partition in self.topics.partitions_of(topic)
 
     # ------------------------------------------------------------------ replay
 
@@ -127,7 +129,7 @@ class OffsetMetadataManager:
         group_id = request.group_id
         retention = request.retention_ms
         expire_ts = now + retention if retention != -1 else -1
-        exists = self.topics.partition_exists if self.config.require_known_topic and self.topics is not None \
+        partitions_of = self.topics.partitions_of if self.config.require_known_topic and self.topics is not None \
             else None
         max_metadata = self.config.offset_metadata_max_bytes
         # Records and values are built with tuple.__new__ and positional arguments: a named
@@ -144,8 +146,9 @@ class OffsetMetadataManager:
             name = topic.name
             partitions: list[tuple[int, ErrorCode]] = []
             answer = partitions.append
+            known = partitions_of(name) if partitions_of is not None else None  # asked once per topic
             for index, offset, leader_epoch, metadata, commit_ts in topic.partitions:
-                if exists is not None and not exists(name, index):
+                if known is not None and index not in known:
                     answer((index, unknown))
                 elif group_error is not None:
                     answer((index, group_error))

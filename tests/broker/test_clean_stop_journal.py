@@ -27,6 +27,9 @@ class OnePartition:
     def partition_exists(self, topic: str, partition: int) -> bool:
         return partition == 0
 
+    def partitions_of(self, topic: str) -> range:
+        return range(1)
+
 
 async def test_a_clean_stop_checkpoints_the_journal_into_the_segments(tmp_path: Path) -> None:
     config = Config({"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0})

@@ -37,6 +37,9 @@ class TwoPartitions:
     def partition_exists(self, topic: str, partition: int) -> bool:
         return partition < 2
 
+    def partitions_of(self, topic: str) -> range:
+        return range(2)
+
 
 def route(router: Router, api_key: int, version: int, body: dict[str, Any], correlation_id: int) -> Slot:
     outcome = router.route(encode_request(api_key, version, correlation_id, body, "test")[4:], "127.0.0.1:1")

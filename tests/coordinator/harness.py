@@ -71,6 +71,20 @@ class _Partitions:
     def partition_exists(self, topic: str, partition: int) -> bool:
         return self.exists(topic, partition)
 
+    def partitions_of(self, topic: str) -> _Indexes:
+        return _Indexes(topic, self.exists)
+
+
+@dataclass(frozen=True)
+class _Indexes:
+    """A topic's partitions as the test's function answers for them."""
+
+    topic: str
+    exists: Callable[[str, int], bool]
+
+    def __contains__(self, partition: object) -> bool:
+        return isinstance(partition, int) and self.exists(self.topic, partition)
+
 
 class IdCounter:
     """Deterministic member id suffixes: 1, 2, 3, ..."""

@@ -9,7 +9,7 @@ the coordinator may ask of the broker's topic catalogue.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +32,10 @@ class MetadataImage(Protocol):
     def version(self) -> int: ...
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
+
+    def partitions_of(self, topic: str) -> Container[int]:
+        """The topic's partition indexes, 0..n-1 (none if the topic is unknown)."""
+        ...
 
     def topic_metadata(self, name: str) -> TopicMetadata | None: ...
 
@@ -66,6 +70,10 @@ class StaticImage:
     def partition_exists(self, topic: str, partition: int) -> bool:
         meta = self.topics.get(topic)
         return meta is not None and 0 <= partition < meta.num_partitions
+
+    def partitions_of(self, topic: str) -> range:
+        meta = self.topics.get(topic)
+        return range(meta.num_partitions if meta is not None else 0)
 
     def topic_metadata(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
