@@ -222,7 +222,12 @@ class OffsetStore:
 
     def put_records(self, records: list[OffsetCommitRecord]) -> None:
         """``put`` (or ``delete``, for a tombstone) of each record in turn; one lookup per run of
-        records of the same group and topic, as a commit writes them."""
+        records of the same group and topic, as a commit writes them.
+
+        ``TopicOffsets.put`` is written out here for a partition the arrays already hold:
+        this runs once per committed offset, and a call per offset cost more than the
+        lines it saves. Anything else (a partition to grow into or to refuse) goes to it.
+        """
         group = topic = None
         offsets: TopicOffsets | None = None
         for group_id, topic_name, partition, value in records:
@@ -235,9 +240,32 @@ class OffsetStore:
                 offsets = self._find(group, topic)
                 if offsets is None:  # the group's first offset of this topic
                     self.put(group, topic, partition, value)
-                    offsets = self._find(group, topic)
+                    offsets = cast(TopicOffsets, self._find(group, topic))
+                    values, epochs = offsets.values, offsets.epochs
                     continue
-            offsets.put(partition, value)
+                values, epochs = offsets.values, offsets.epochs
+            if not 0 <= partition < len(epochs):
+                offsets.put(partition, value)
+                continue
+            at = partition * 2
+            if values[at + 1] == _ABSENT:
+                offsets.count += 1
+            values[at] = value.offset
+            commit_ts = value.commit_timestamp
+            values[at + 1] = commit_ts if commit_ts != _ABSENT else _ABSENT + 1
+            epochs[partition] = value.leader_epoch
+            if value.metadata:
+                if offsets.metadata is None:
+                    offsets.metadata = {}
+                offsets.metadata[partition] = value.metadata
+            elif offsets.metadata:
+                offsets.metadata.pop(partition, None)
+            if value.expire_timestamp >= 0:
+                if offsets.expire_ts is None:
+                    offsets.expire_ts = {}
+                offsets.expire_ts[partition] = value.expire_timestamp
+            elif offsets.expire_ts:
+                offsets.expire_ts.pop(partition, None)
 
     def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
         offsets = self._find(group, topic)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.coordinator.offset_store import OffsetStore
+from broker.coordinator.records import OffsetCommitRecord
 from broker.coordinator.requests import FetchedPartition
 from protocol.consumer_offsets import OffsetValue
 
@@ -242,3 +243,41 @@ def test_a_section_of_the_other_byte_order_is_swapped_on_load() -> None:
     again = _restored(restored)  # untouched groups are written back in this machine's order
     assert restored.snapshot() == live.snapshot()
     assert again.snapshot() == live.snapshot()
+
+
+#: Records as a commit writes them: runs of one group and topic, and tombstones among them.
+record_runs = st.lists(st.tuples(st.sampled_from(["g1", "g2"]), st.sampled_from(["a", "b"]),
+                                 st.lists(st.tuples(st.integers(0, 40), st.one_of(st.none(), values)),
+                                          min_size=1, max_size=12)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, st.lists(record_runs, max_size=4))
+def test_put_records_is_put_and_delete_in_turn(
+        before: list[tuple[bool, tuple[str, str, int], OffsetValue]],
+        commits: list[list[tuple[str, str, list[tuple[int, OffsetValue | None]]]]]) -> None:
+    """``put_records`` (a commit's, or a replayed batch's, records) leaves the store as ``put``
+    and ``delete`` of each record in turn would, on a store that already holds offsets."""
+    stores = OffsetStore(), OffsetStore()
+    for store in stores:
+        for is_put, key, value in before:
+            if is_put:
+                store.put(*key, value)
+            else:
+                store.delete(*key)
+    batched, one_by_one = stores
+    for runs in commits:
+        records = [OffsetCommitRecord(group, topic, partition, value)
+                   for group, topic, partitions in runs for partition, value in partitions]
+        batched.put_records(records)
+        for group, topic, partition, value in records:
+            if value is None:
+                one_by_one.delete(group, topic, partition)
+            else:
+                one_by_one.put(group, topic, partition, value)
+        assert batched.snapshot() == one_by_one.snapshot()
+        assert batched.count() == one_by_one.count()
+        for group in ("g1", "g2", ""):
+            for topic in ("a", "b"):
+                partitions = tuple(range(42))
+                assert batched.fetched(group, topic, partitions) == one_by_one.fetched(group, topic, partitions)
