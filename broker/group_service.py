@@ -225,29 +225,40 @@ class GroupService:
 
     # ---------------------------------------------------------------- requests
 
-    def submit(self, request: Request, client: ClientInfo) -> Slot:
-        """Run one request through the coordinator; the slot fills when its reply is durable."""
+    def submit(self, request: Request, client: ClientInfo) -> Slot | bytes:
+        """Run one request through the coordinator: its reply's frame if it is answered at
+        once, else a slot that fills when the reply is ready and durable."""
         header = request.header
-        binding = BINDINGS[header.api_key]
-        slot = Slot(header.api_key, header.api_version, header.correlation_id)
+        api_key = header.api_key
+        binding = BINDINGS[api_key]
         typed = request.typed  # read straight from the frame (OffsetCommit, OffsetFetch), else decoded here
         if typed is None:
             typed = binding.decode(header.api_version, request.body, client)
         if isinstance(typed, Rejected):
             # Answered before the coordinator looks at it: it reveals no state, so no wait.
-            slot.fill(encode_response(slot.api_key, slot.version, slot.correlation_id,
-                                      binding.encode(slot.version, typed.result)))
-            return slot
+            return encode_response(api_key, header.api_version, header.correlation_id,
+                                   binding.encode(header.api_version, typed.result))
         self._next_ticket += 1
         ticket = self._next_ticket
-        self._tickets[ticket] = (slot, binding, typed)
-        audit = admin_audit.snapshot(header.api_key, request, typed, self.coordinator.offsets) \
-            if header.api_key in admin_audit.AUDITED else None
+        audit = admin_audit.snapshot(api_key, request, typed, self.coordinator.offsets) \
+            if api_key in admin_audit.AUDITED else None
         now = self.clock()
-        self.apply(binding.handle(self.coordinator, ticket, now, typed), now=now)
+        fx = binding.handle(self.coordinator, ticket, now, typed)
+        replies = fx.replies
+        if (not fx.records and len(replies) == 1 and replies[0][0] == ticket and not fx.transactional
+                and not self.stopped and self.commit.durable_by(self.log.written_seq)):
+            # Answered at once (most heartbeats and fetches): nothing written, and nothing
+            # written before it still to be made durable, so its frame goes out as it is.
+            frame: Slot | bytes = self._reply_frame(api_key, header.api_version, header.correlation_id, binding,
+                                                    replies[0][1])
+            self.timers.moved()
+        else:
+            frame = Slot(api_key, header.api_version, header.correlation_id)
+            self._tickets[ticket] = (frame, binding, typed)
+            self.apply(fx, now=now)
         if audit is not None:
             admin_audit.log_changes(audit, self.coordinator.offsets, self.coordinator.groups, client)
-        return slot
+        return frame
 
     def respond_after(self, request: Request, body: dict[str, Any]) -> Slot:
         """Answer ``request`` with ``body`` once every coordinator record written so far is durable.
@@ -322,7 +333,7 @@ class GroupService:
             entry = tickets.pop(ticket, None)
             if entry is not None:
                 slot, binding, typed = entry
-                slot.frame = self._reply_frame(slot, binding, result)
+                slot.frame = self._reply_frame(slot.api_key, slot.version, slot.correlation_id, binding, result)
                 replies.append((slot, result, binding, typed))
         if answered:
             replies.extend((slot, None, None, None) for slot in answered)
@@ -338,18 +349,18 @@ class GroupService:
         # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
         self.timers.moved()
 
-    def _reply_frame(self, slot: Slot, binding: Binding, result: Result) -> bytes:
+    def _reply_frame(self, api_key: int, version: int, correlation_id: int, binding: Binding,
+                     result: Result) -> bytes:
         """The reply's frame; for the APIs whose results repeat, the body is encoded once.
 
         A steady consumer commits the same partitions and gets the same answer, and a
         heartbeat's answer is one error code: their encoded bodies are kept by result
         (bounded), and only the header, with its correlation id, is built per reply.
         """
-        api_key, version = slot.api_key, slot.version
         if api_key not in REPEATING_REPLIES:
             if binding.encode_body is not None:
-                return response_frame(api_key, version, slot.correlation_id, binding.encode_body(version, result))
-            return encode_response(api_key, version, slot.correlation_id, binding.encode(version, result))
+                return response_frame(api_key, version, correlation_id, binding.encode_body(version, result))
+            return encode_response(api_key, version, correlation_id, binding.encode(version, result))
         tails = self._reply_tails
         key = (api_key, version, result)
         try:
@@ -365,7 +376,7 @@ class GroupService:
                     tails.clear()
                 tails[key] = kept
         size, tail = kept
-        return _frame_head(size, slot.correlation_id) + tail
+        return _frame_head(size, correlation_id) + tail
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
                      marker: EndTransactionMarker) -> int | None:

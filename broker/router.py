@@ -219,6 +219,8 @@ class Router:
         if amend is not None and body is not None:
             if isinstance(body, Slot):
                 body.amend = _frame_amend(header.api_key, header.api_version, amend)
+            elif type(body) is bytes:
+                body = _frame_amend(header.api_key, header.api_version, amend)(body)
             else:
                 body = amend(body)
         if isinstance(body, Slot):
@@ -227,8 +229,11 @@ class Router:
             if self.request_logging:
                 body.client_id = header.client_id
             return body
-        reply = None if body is None else encode_response(
-            header.api_key, header.api_version, header.correlation_id, body)
+        if type(body) is bytes:  # the reply's frame, ready
+            reply: bytes | None = body
+        else:
+            reply = None if body is None else encode_response(
+                header.api_key, header.api_version, header.correlation_id, body)
         elapsed = perf_counter() - started
         stats.latency.observe(elapsed)
         if self.request_logging:

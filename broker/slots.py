@@ -19,8 +19,10 @@ class Slot:
     ``amend`` is applied to the frame when it goes out.
 
     A slot is its own event (``set``, ``is_set`` and ``wait``, as ``trio.Event``), and
-    ``event`` is the slot itself: every coordinator request has a slot, most are answered
-    at once, and a trio.Event (and its parking lot) is only built when someone waits.
+    ``event`` is the slot itself: a coordinator request whose reply waits (for its records'
+    sync, or parked) has a slot, many of those are set within the same pass, and a
+    trio.Event (and its parking lot) is only built when someone waits. A reply ready at
+    once needs no slot: the group service hands back its frame (``GroupService.submit``).
     """
 
     __slots__ = ("_ready", "_waiters", "amend", "api_key", "client_id", "correlation_id", "frame", "on_ready",

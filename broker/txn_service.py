@@ -230,7 +230,7 @@ class TransactionService:
             return E.CONCURRENT_TRANSACTIONS
         return self.coordinator.verify(transactional_id, producer_id, producer_epoch, (topic, partition))
 
-    def txn_offset_commit(self, request: Request, peer: str) -> Slot | dict[str, Any]:
+    def txn_offset_commit(self, request: Request, peer: str) -> Slot | bytes | dict[str, Any]:
         """TxnOffsetCommit: the producer is checked here, then the group coordinator stores the offsets pending."""
         body = request.body
         group_partition = partition_for(body.group_id, self.groups.log.partitions)

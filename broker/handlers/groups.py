@@ -24,7 +24,7 @@ def client_info(client_id: str | None, peer: str) -> ClientInfo:
 
 
 def register(router: Any, service: GroupService) -> None:
-    def submit(request: Request, peer: str) -> Slot:
+    def submit(request: Request, peer: str) -> Slot | bytes:
         return service.submit(request, client_info(request.header.client_id, peer))
 
     consumer_protocol = "consumer" in service.coordinator.config.rebalance_protocols

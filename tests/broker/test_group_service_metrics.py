@@ -16,19 +16,8 @@ from broker.context import BrokerContext
 from broker.group_service import GroupService, wall_clock_ms
 from broker.handlers import groups
 from broker.router import Router
-from broker.slots import Slot
-from protocol.codec import decode_response, encode_request
 from storage.maintenance import Maintenance
-
-
-async def _call(router: Router, api_key: int, version: int, body: dict[str, Any]) -> Any:
-    outcome = router.route(encode_request(api_key, version, 1, body, "test")[4:], "127.0.0.1:1")
-    assert isinstance(outcome, Slot)
-    with trio.fail_after(5):
-        await outcome.event.wait()
-    router.finished(outcome, "127.0.0.1:1")
-    assert outcome.frame is not None
-    return decode_response(api_key, version, outcome.frame[4:])[1]
+from tests.support.routing import call
 
 
 async def _until(condition: Any, what: str) -> None:
@@ -58,7 +47,7 @@ async def test_counters_follow_commits_rebalances_expiry_and_cleaning(tmp_path: 
         await nursery.start(service.run)
         await nursery.start(Maintenance(service.maintenance_jobs()).run)
         for offset in range(40):
-            reply = await _call(router, 8, 8, _commit_body(offset))
+            reply = await call(router, 8, 8, _commit_body(offset))
             assert [p.error_code for t in reply.topics for p in t.partitions] == [0, 0]
         assert service.offsets_committed == 80
         assert service.records_appended == 80 and service.batches_appended == 40
@@ -73,11 +62,11 @@ async def test_counters_follow_commits_rebalances_expiry_and_cleaning(tmp_path: 
         join = {"group_id": "dyn", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
                 "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
                 "protocols": [{"name": "range", "metadata": b""}]}
-        first = await _call(router, 11, 5, join)
-        joined = await _call(router, 11, 5, dict(join, member_id=first.member_id))
+        first = await call(router, 11, 5, join)
+        joined = await call(router, 11, 5, dict(join, member_id=first.member_id))
         assert joined.error_code == 0 and joined.generation_id == 1
         assert service.count_rebalances() == 1
-        await _call(router, 13, 3, {"group_id": "dyn", "members": [
+        await call(router, 13, 3, {"group_id": "dyn", "members": [
             {"member_id": joined.member_id, "group_instance_id": None}]})
         assert service.count_rebalances() == 2
 
@@ -108,18 +97,18 @@ async def test_consumer_group_counters_follow_heartbeats_epochs_fencing_and_reco
 
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
-        a = await _call(router, 68, 1, beat("a", 0, []))
-        b = await _call(router, 68, 1, beat("b", 0, []))
+        a = await call(router, 68, 1, beat("a", 0, []))
+        b = await call(router, 68, 1, beat("b", 0, []))
         assert (a.member_epoch, b.member_epoch) == (1, 2)
         assert consumer.heartbeats == 2 and consumer.epoch_bumps == 2
         # a gives half up; b then gets its share and both are stable at epoch 2.
-        kept = await _call(router, 68, 1, beat("a", 1, [
+        kept = await call(router, 68, 1, beat("a", 1, [
             {"topic_id": tp.topic_id, "partitions": tp.partitions} for tp in a.assignment.topic_partitions]))
         half = [{"topic_id": tp.topic_id, "partitions": tp.partitions} for tp in kept.assignment.topic_partitions]
-        await _call(router, 68, 1, beat("a", kept.member_epoch, half))
-        await _call(router, 68, 1, beat("b", 2, []))
+        await call(router, 68, 1, beat("a", kept.member_epoch, half))
+        await call(router, 68, 1, beat("b", 2, []))
         assert consumer.reconciliation_seconds.count >= 1
-        await _call(router, 68, 1, beat("b", -1, None))
+        await call(router, 68, 1, beat("b", -1, None))
         assert consumer.fenced == 1 and consumer.epoch_bumps == 3
         names = {family.name for family in service.metrics()}
         # prometheus-client names a counter family without its _total (the samples keep it).

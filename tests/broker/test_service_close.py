@@ -4,7 +4,6 @@ down (a member's session expiring) must not write to a log that is being closed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import trio
 import trio.testing
@@ -15,8 +14,7 @@ from broker.deadlines import DeadlineTask
 from broker.group_service import GroupService, wall_clock_ms
 from broker.handlers import groups
 from broker.router import Router
-from broker.slots import Slot
-from protocol.codec import decode_response, encode_request
+from tests.support.routing import call
 
 
 async def test_a_stopped_deadline_task_fires_nothing_and_ends() -> None:
@@ -41,16 +39,6 @@ async def test_stopping_a_sleeping_deadline_task_ends_it_before_its_deadline(
     assert fired == [] and trio.current_time() - start < 60
 
 
-async def _call(router: Router, api_key: int, version: int, body: dict[str, Any]) -> Any:
-    outcome = router.route(encode_request(api_key, version, 1, body, "test")[4:], "127.0.0.1:1")
-    assert isinstance(outcome, Slot)
-    with trio.fail_after(5):
-        await outcome.event.wait()
-    router.finished(outcome, "127.0.0.1:1")
-    assert outcome.frame is not None
-    return decode_response(api_key, version, outcome.frame[4:])[1]
-
-
 async def test_a_session_due_after_close_writes_nothing(tmp_path: Path) -> None:
     config = Config({"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0})
     service = GroupService.open(config, tmp_path)
@@ -61,8 +49,8 @@ async def test_a_session_due_after_close_writes_nothing(tmp_path: Path) -> None:
             "protocols": [{"name": "range", "metadata": b""}]}
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
-        first = await _call(router, 11, 5, join)
-        joined = await _call(router, 11, 5, dict(join, member_id=first.member_id))
+        first = await call(router, 11, 5, join)
+        joined = await call(router, 11, 5, dict(join, member_id=first.member_id))
         assert joined.error_code == 0
         nursery.cancel_scope.cancel()
     appended = service.records_appended
