@@ -90,3 +90,21 @@ def test_without_an_authorizer_nothing_is_checked() -> None:
     reply = r.route(delete_groups("g"), "10.0.0.1:5", ALICE)
     assert isinstance(reply, bytes)
     assert decode_response(ApiKey.DELETE_GROUPS, 2, reply[4:])[1].results[0].error_code == 0
+
+
+def test_a_narrowed_request_answered_at_once_is_amended_before_it_goes_out() -> None:
+    """A handler may answer with the reply's frame (a coordinator request answered at
+    once): the router amends it there and then, as it would a slot's frame later."""
+    r, _ = router(allow(R.GROUP, "g", AclOperation.DELETE))
+
+    def handler(request: Any, peer: str) -> bytes:
+        assert list(request.body.groups_names) == ["g"]
+        return encode_response(ApiKey.DELETE_GROUPS, 2, 7, {"throttle_time_ms": 0, "results": [
+            {"group_id": "g", "error_code": 0}]})
+
+    r.register(ApiKey.DELETE_GROUPS, handler)
+    reply = r.route(delete_groups("g", "h"), "10.0.0.1:5", ALICE)
+    assert isinstance(reply, bytes)
+    _, body = decode_response(ApiKey.DELETE_GROUPS, 2, reply[4:])
+    assert [(x.group_id, x.error_code) for x in body.results] == [("g", 0), ("h", 30)]
+    assert r.api_stats[ApiKey.DELETE_GROUPS].latency.count == 1
