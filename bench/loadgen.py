@@ -281,6 +281,8 @@ async def form_group(address: tuple[str, int], group: str, members: int, limit: 
             member_id = joined.member_id
             generation = joined.generation_id
             leader = joined.leader == member_id
+            if leader and len(joined.members) == members:
+                final["generation"] = generation  # known before any member of it syncs
             assignments = [{"member_id": m.member_id, "assignment": b""} for m in joined.members] if leader else []
             synced = await conn.request(14, 3, {"group_id": group, "generation_id": generation,
                                                 "member_id": member_id, "group_instance_id": None,
@@ -288,16 +290,19 @@ async def form_group(address: tuple[str, int], group: str, members: int, limit: 
             if synced.error_code != 0:
                 continue
             state[i] = (member_id, generation)
-            if leader and len(joined.members) == members:
-                final["generation"] = generation
             while not complete.is_set():
                 if len(state) == members and all(g == final["generation"] for _, g in state.values()):
                     complete.set()
                     return
-                beat = await conn.request(12, 3, {"group_id": group, "generation_id": generation,
-                                                  "member_id": member_id, "group_instance_id": None})
-                if beat.error_code != 0:
-                    break
+                # A member of a generation that holds all N has nothing to learn from the
+                # group until the rest sync: a client heartbeats every heartbeat.interval.ms
+                # (3 s by default), not at once. Any other member heartbeats now, to hear of
+                # the rebalance that takes the others in (and rejoin).
+                if generation != final["generation"]:
+                    beat = await conn.request(12, 3, {"group_id": group, "generation_id": generation,
+                                                      "member_id": member_id, "group_instance_id": None})
+                    if beat.error_code != 0:
+                        break
                 with trio.move_on_after(0.2):
                     await complete.wait()
 

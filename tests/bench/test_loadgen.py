@@ -141,3 +141,33 @@ def test_every_commit_sent_to_the_broker_is_answered_and_counted(broker: BrokerP
         return int(body.topics[0].partitions[0].committed_offset)
 
     assert trio.run(committed) == factory.counter
+
+
+@pytest.mark.integration
+def test_a_group_forms_and_its_full_generation_does_not_heartbeat(broker_factory: Callable[..., BrokerProcess],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``form_group`` ends with every member synced into one generation that holds all of
+    them; a member of that generation waits for the rest rather than heartbeating (a client
+    heartbeats every heartbeat.interval.ms), while members of an earlier, partial generation
+    heartbeat to hear of the rebalance and rejoin."""
+    broker = broker_factory({"group.initial.rebalance.delay.ms": 0})
+    members = 40
+    heartbeats: list[int] = []  # the generation of each heartbeat sent
+    request = loadgen.Connection.request
+
+    async def counting(self: loadgen.Connection, api_key: int, version: int, body: object) -> object:
+        if api_key == 12:
+            heartbeats.append(body["generation_id"])  # type: ignore[index]
+        return await request(self, api_key, version, body)
+
+    monkeypatch.setattr(loadgen.Connection, "request", counting)
+    elapsed, formed = trio.run(loadgen.form_group, (broker.host, broker.port), "formed", members, 60.0)
+    try:
+        assert elapsed is not None
+        assert len(formed) == members
+        assert len({member_id for _, member_id, _ in formed}) == members
+        generations = {generation for _, _, generation in formed}
+        assert len(generations) == 1
+        assert generations.pop() not in heartbeats
+    finally:
+        trio.run(loadgen.close_all, formed)
