@@ -333,7 +333,8 @@ class ClassicGroupManager(ClassicRebalancer):
         ``only``: the groups just loaded (a coordinator partition a cluster node took over).
         """
         loaded = self.groups.values() if only is None else [self.groups[g] for g in only if g in self.groups]
-        for group in [g for g in loaded if isinstance(g, ClassicGroup)]:
+        # Most groups have offsets only (no members: nothing to time, never over the limit).
+        for group in [g for g in loaded if isinstance(g, ClassicGroup) and g.members]:
             for member in group.members.values():
                 self.touch(group, member, now)
             if group.size > self.config.max_size:
