@@ -25,7 +25,13 @@ from protocol.consumer_offsets import is_offset_key
 from protocol.records import EndTransactionMarker
 from storage import coordinator_snapshot
 from storage.coordinator_log import CoordinatorLog
-from storage.coordinator_snapshot import PartitionMark, SnapshotHeader, SnapshotUnusable, SnapshotWriter
+from storage.coordinator_snapshot import (
+    PartitionMark,
+    Prefetch,
+    SnapshotHeader,
+    SnapshotUnusable,
+    SnapshotWriter,
+)
 from storage.layout import COORDINATOR_TOPIC, coordinator_snapshot_file
 
 __all__ = ["Loaded", "LogSyncFailed", "begin_snapshot", "collector_paused", "finish_snapshot", "load",
@@ -81,11 +87,12 @@ def collector_paused() -> Iterator[None]:
 
 
 def load(coordinator_log: CoordinatorLog, new_shard: Callable[[], GroupCoordinatorShard], delete_retention_ms: int,
-         now: int) -> Loaded:
-    """The snapshot and the log after it, or the whole log."""
+         now: int, prefetch: Prefetch | None = None) -> Loaded:
+    """The snapshot and the log after it, or the whole log. ``prefetch``: the snapshot file
+    already being read (``coordinator_snapshot.Prefetch``, started before the log opened)."""
     shard = new_shard()
     group_records: dict[bytes, bytes] = {}
-    header = _load_snapshot(coordinator_log, shard, group_records, delete_retention_ms, now)
+    header = _load_snapshot(coordinator_log, shard, group_records, delete_retention_ms, now, prefetch)
     if header is None:
         shard = new_shard()  # whatever a failed load left in the first one
         group_records.clear()
@@ -101,11 +108,12 @@ def load(coordinator_log: CoordinatorLog, new_shard: Callable[[], GroupCoordinat
 
 
 def _load_snapshot(coordinator_log: CoordinatorLog, shard: GroupCoordinatorShard, group_records: dict[bytes, bytes],
-                   delete_retention_ms: int, now: int) -> SnapshotHeader | None:
+                   delete_retention_ms: int, now: int, prefetch: Prefetch | None = None) -> SnapshotHeader | None:
     """Load the snapshot into ``shard``, or say why not (and delete it): None means replay the whole log."""
     path = coordinator_snapshot_file(coordinator_log.data_dir)
     try:
-        found = coordinator_snapshot.read(coordinator_log.fs, coordinator_log.data_dir, coordinator_log.partitions)
+        found = coordinator_snapshot.read(coordinator_log.fs, coordinator_log.data_dir, coordinator_log.partitions,
+                                          prefetch)
         if found is None:
             log.info("no coordinator snapshot: replaying the whole %s log", COORDINATOR_TOPIC)
             return None

@@ -47,6 +47,7 @@ from protocol.errors import ErrorCode
 from protocol.records import EndTransactionMarker
 from storage.cleaner import CleanResult
 from storage.coordinator_log import CoordinatorLog
+from storage.coordinator_snapshot import Prefetch as SnapshotPrefetch
 from storage.fs import REAL_FS, FileSystem
 from storage.group_commit import GroupCommit
 from storage.history import history_dir_for, prune_history
@@ -180,6 +181,8 @@ class GroupService:
         written (it would cover only the partitions led at the time).
         """
         history_retention_ms = config["log.history.retention.ms"]
+        # The snapshot's bytes are read on a thread while the log opens (both take a while).
+        prefetch = SnapshotPrefetch(fs, data_dir) if load else None
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
             history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,
@@ -193,7 +196,7 @@ class GroupService:
         with coordinator_load.collector_paused():
             if load:
                 loaded = coordinator_load.load(coordinator_log, new_shard, config["delete.retention.ms"],
-                                               wall_clock_ms())
+                                               wall_clock_ms(), prefetch)
             else:
                 loaded = coordinator_load.Loaded(new_shard(), {}, None, 0)
         coordinator = loaded.shard

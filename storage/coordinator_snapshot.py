@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +38,8 @@ import crc32c
 from storage.fs import FileSystem
 from storage.layout import coordinator_snapshot_file, temp_file
 
-__all__ = ["FORMAT", "PartitionMark", "SnapshotHeader", "SnapshotUnusable", "SnapshotWriter", "read", "remove",
-           "write"]
+__all__ = ["FORMAT", "PartitionMark", "Prefetch", "SnapshotHeader", "SnapshotUnusable", "SnapshotWriter", "read",
+           "remove", "write"]
 
 log = logging.getLogger("kcoord.storage")
 
@@ -136,16 +137,54 @@ def write(fs: FileSystem, data_dir: Path, header: SnapshotHeader, payload: Itera
         raise
 
 
-def read(fs: FileSystem, data_dir: Path, partitions: int) -> tuple[SnapshotHeader, memoryview] | None:
+def _file_bytes(fs: FileSystem, data_dir: Path) -> bytes | None:
+    path = coordinator_snapshot_file(data_dir)
+    return fs.read_bytes(path) if fs.exists(path) else None
+
+
+class Prefetch:
+    """The snapshot file's bytes, read on a thread while start-up opens the log.
+
+    Reading a large snapshot is mostly the kernel copying pages, which holds no interpreter
+    lock, while opening the log is mostly Python: on a second core the two overlap. ``read``
+    takes the bytes (or the error reading them) as if it had read them itself.
+    """
+
+    def __init__(self, fs: FileSystem, data_dir: Path) -> None:
+        self._data: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fs, data_dir), name="kcoord-snapshot-read",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, fs: FileSystem, data_dir: Path) -> None:
+        try:
+            self._data = _file_bytes(fs, data_dir)
+        except BaseException as exc:  # handed to the reader, which decides
+            self._error = exc
+
+    def result(self) -> bytes | None:
+        """The file's bytes, None if there is no snapshot; raises what reading raised."""
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        data, self._data = self._data, None  # taken once: the caller keeps what it needs
+        return data
+
+
+def read(fs: FileSystem, data_dir: Path, partitions: int,
+         prefetch: Prefetch | None = None) -> tuple[SnapshotHeader, memoryview] | None:
     """The snapshot's header and payload; None when there is none.
 
     Raises ``SnapshotUnusable`` for a file that is cut short, damaged (checksum), of
     another format or for another partition count. ``OSError`` if it cannot be read.
+    ``prefetch``: the file's bytes already being read (start-up).
     """
-    path = coordinator_snapshot_file(data_dir)
-    if not fs.exists(path):
+    found = _file_bytes(fs, data_dir) if prefetch is None else prefetch.result()
+    if found is None:
         return None
-    data = memoryview(fs.read_bytes(path))
+    data = memoryview(found)
     marks_end = _HEAD.size + partitions * _MARK.size
     if len(data) < marks_end + _TRAILER_SIZE:
         raise SnapshotUnusable(f"{len(data)} bytes is too short for a snapshot")

@@ -10,6 +10,7 @@ either way.
 
 from __future__ import annotations
 
+import errno
 import logging
 import tempfile
 from pathlib import Path
@@ -46,6 +47,7 @@ from protocol.messages import (
 from protocol.records import EndTransactionMarker
 from storage.coordinator_log import CoordinatorLog
 from storage.coordinator_snapshot import FORMAT
+from storage.faultfs import FaultyFileSystem
 from storage.layout import coordinator_snapshot_file
 
 START = 1_700_000_000_000
@@ -382,18 +384,19 @@ def test_snapshot_plus_tail_equals_full_replay(operations: list[tuple[Any, ...]]
 # ---------------------------------------------------------------------- as the broker runs it
 
 
+def commit(service: GroupService, group: str, offset: int) -> None:
+    """An OffsetCommit of partitions 0 and 1 of topic t, through the service as the router hands it."""
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "retention_time_ms": -1, "topics": [{"name": "t", "partitions": [
+                {"partition_index": p, "committed_offset": offset, "committed_metadata": ""} for p in (0, 1)]}]}
+    binding = BINDINGS[OffsetCommitRequest.api_key]
+    typed = binding.decode(2, decode_body(OffsetCommitRequest, 2, encode_body(OffsetCommitRequest, 2, body)),
+                           CLIENT)
+    service.apply(binding.handle(service.coordinator, 0, service.clock(), typed))
+
+
 async def test_the_group_service_writes_the_snapshot_and_starts_from_it(tmp_path: Path) -> None:
     config = Config({"offsets.topic.num.partitions": 3})
-
-    def commit(service: GroupService, group: str, offset: int) -> None:
-        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                "retention_time_ms": -1, "topics": [{"name": "t", "partitions": [
-                    {"partition_index": p, "committed_offset": offset, "committed_metadata": ""} for p in (0, 1)]}]}
-        binding = BINDINGS[OffsetCommitRequest.api_key]
-        typed = binding.decode(2, decode_body(OffsetCommitRequest, 2, encode_body(OffsetCommitRequest, 2, body)),
-                               CLIENT)
-        service.apply(binding.handle(service.coordinator, 0, service.clock(), typed))
-
     first = GroupService.open(config, tmp_path)
     assert not coordinator_snapshot_file(tmp_path).exists()
     async with trio.open_nursery() as nursery:
@@ -416,6 +419,31 @@ async def test_the_group_service_writes_the_snapshot_and_starts_from_it(tmp_path
     second = GroupService.open(config, tmp_path)
     assert second.coordinator.offsets.snapshot() == expected
     assert second._records_since_snapshot == 0, "it started from the snapshot, with nothing after it"
+    await second.close()
+
+
+async def test_a_snapshot_that_cannot_be_read_at_start_up_falls_back_to_replay(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Start-up reads the snapshot on a thread while the log opens: an error there is the
+    same unusable snapshot as when read in line (a log line, then the whole log)."""
+    config = Config({"offsets.topic.num.partitions": 3})
+    first = GroupService.open(config, tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        for offset in range(3):
+            commit(first, f"g{offset}", offset)
+        nursery.cancel_scope.cancel()
+    await first.close()
+    expected = first.coordinator.offsets.snapshot()
+    assert coordinator_snapshot_file(tmp_path).exists()
+
+    fs = FaultyFileSystem()
+    fs.fail("read", path=coordinator_snapshot_file(tmp_path).name, errno=errno.EIO)
+    with caplog.at_level(logging.WARNING, logger="kcoord.groups"):
+        second = GroupService.open(config, tmp_path, fs=fs)
+    assert second.coordinator.offsets.snapshot() == expected
+    assert second._records_since_snapshot > 0, "the whole log was replayed"
+    assert "is unusable" in caplog.text and "replaying the whole" in caplog.text
     await second.close()
 
 

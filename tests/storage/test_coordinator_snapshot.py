@@ -108,3 +108,22 @@ def test_an_aborted_writer_changes_nothing_and_a_stale_tmp_is_replaced(tmp_path:
     assert coordinator_snapshot.write(REAL_FS, tmp_path, HEADER, [b"x"]) > 0
     found = coordinator_snapshot.read(REAL_FS, tmp_path, 2)
     assert found is not None and bytes(found[1]) == b"x"
+
+
+def test_a_prefetched_read_is_the_read(tmp_path: Path) -> None:
+    """Start-up reads the file on a thread while the log opens; what ``read`` makes of those
+    bytes is what it makes of the file: the snapshot, None, or the reading error."""
+    assert coordinator_snapshot.read(REAL_FS, tmp_path, 2, coordinator_snapshot.Prefetch(REAL_FS, tmp_path)) is None
+    whole = _written(tmp_path)
+    found = coordinator_snapshot.read(REAL_FS, tmp_path, 2, coordinator_snapshot.Prefetch(REAL_FS, tmp_path))
+    assert found is not None
+    assert found[0] == HEADER and bytes(found[1]) == b"".join(PAYLOAD)
+    coordinator_snapshot_file(tmp_path).write_bytes(whole[:-1])
+    with pytest.raises(SnapshotUnusable):
+        coordinator_snapshot.read(REAL_FS, tmp_path, 2, coordinator_snapshot.Prefetch(REAL_FS, tmp_path))
+    fs = FaultyFileSystem()
+    fs.fail("read", path=coordinator_snapshot_file(tmp_path).name, errno=errno.EIO)
+    prefetch = coordinator_snapshot.Prefetch(fs, tmp_path)
+    with pytest.raises(OSError) as raised:
+        coordinator_snapshot.read(fs, tmp_path, 2, prefetch)
+    assert raised.value.errno == errno.EIO
