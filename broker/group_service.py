@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from broker import admin_audit, coordinator_load
+from broker import admin_audit, coordinator_load, heap
 from broker.coordinator import CoordinatorConfig, Effects, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS, Binding, Rejected, error_result
 from broker.coordinator.classic.state import ClassicGroupState
@@ -181,8 +181,9 @@ class GroupService:
         written (it would cover only the partitions led at the time).
         """
         history_retention_ms = config["log.history.retention.ms"]
-        # The snapshot's bytes are read on a thread while the log opens (both take a while).
-        prefetch = SnapshotPrefetch(fs, data_dir) if load else None
+        # A large snapshot is read on a thread while the log opens (both take a while); one
+        # the C heap would serve from its own memory is read in line, after the log.
+        prefetch = SnapshotPrefetch(fs, data_dir, heap.MMAP_THRESHOLD) if load else None
         coordinator_log = CoordinatorLog(
             data_dir, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"],
             history_dir=history_dir_for(data_dir, history_retention_ms), fs=fs,

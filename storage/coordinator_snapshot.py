@@ -147,24 +147,41 @@ class Prefetch:
 
     Reading a large snapshot is mostly the kernel copying pages, which holds no interpreter
     lock, while opening the log is mostly Python: on a second core the two overlap. ``read``
-    takes the bytes (or the error reading them) as if it had read them itself.
+    takes the bytes (or the error reading them) as if it had read them itself. A file under
+    ``min_bytes`` is read by ``result`` itself, in line: reading it takes little, and a
+    buffer the C heap serves (not a mapping of its own) would land before the log's
+    recovery buffers instead of after them, keeping their freed memory in the heap.
     """
 
-    def __init__(self, fs: FileSystem, data_dir: Path) -> None:
+    def __init__(self, fs: FileSystem, data_dir: Path, min_bytes: int = 0) -> None:
+        self._fs = fs
+        self._data_dir = data_dir
         self._data: bytes | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fs, data_dir), name="kcoord-snapshot-read",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, fs: FileSystem, data_dir: Path) -> None:
+        self._thread: threading.Thread | None = None
         try:
-            self._data = _file_bytes(fs, data_dir)
+            size = fs.stat(coordinator_snapshot_file(data_dir)).st_size
+        except OSError:
+            return  # none, or not readable: ``result`` finds out in line
+        if size >= min_bytes:
+            self._thread = threading.Thread(target=self._run, name="kcoord-snapshot-read", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._data = _file_bytes(self._fs, self._data_dir)
         except BaseException as exc:  # handed to the reader, which decides
             self._error = exc
 
+    @property
+    def threaded(self) -> bool:
+        """Whether the file is being read on a thread (else ``result`` reads it)."""
+        return self._thread is not None
+
     def result(self) -> bytes | None:
         """The file's bytes, None if there is no snapshot; raises what reading raised."""
+        if self._thread is None:
+            return _file_bytes(self._fs, self._data_dir)
         self._thread.join()
         if self._error is not None:
             error, self._error = self._error, None

@@ -22,7 +22,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import coordinator_load
+from broker import coordinator_load, heap
 from broker.config import Config
 from broker.coordinator import CoordinatorConfig, GroupCoordinatorShard
 from broker.coordinator.api import BINDINGS
@@ -422,10 +422,12 @@ async def test_the_group_service_writes_the_snapshot_and_starts_from_it(tmp_path
     await second.close()
 
 
+@pytest.mark.parametrize("threaded", [True, False])
 async def test_a_snapshot_that_cannot_be_read_at_start_up_falls_back_to_replay(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Start-up reads the snapshot on a thread while the log opens: an error there is the
-    same unusable snapshot as when read in line (a log line, then the whole log)."""
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, threaded: bool) -> None:
+    """Start-up reads a large snapshot on a thread while the log opens, a small one in line
+    after it: an error either way is an unusable snapshot (a log line, then the whole log)."""
+    monkeypatch.setattr(heap, "MMAP_THRESHOLD", 0 if threaded else 1 << 30)
     config = Config({"offsets.topic.num.partitions": 3})
     first = GroupService.open(config, tmp_path)
     async with trio.open_nursery() as nursery:

@@ -113,6 +113,7 @@ def test_an_aborted_writer_changes_nothing_and_a_stale_tmp_is_replaced(tmp_path:
 def test_a_prefetched_read_is_the_read(tmp_path: Path) -> None:
     """Start-up reads the file on a thread while the log opens; what ``read`` makes of those
     bytes is what it makes of the file: the snapshot, None, or the reading error."""
+    assert not coordinator_snapshot.Prefetch(REAL_FS, tmp_path).threaded
     assert coordinator_snapshot.read(REAL_FS, tmp_path, 2, coordinator_snapshot.Prefetch(REAL_FS, tmp_path)) is None
     whole = _written(tmp_path)
     found = coordinator_snapshot.read(REAL_FS, tmp_path, 2, coordinator_snapshot.Prefetch(REAL_FS, tmp_path))
@@ -127,3 +128,16 @@ def test_a_prefetched_read_is_the_read(tmp_path: Path) -> None:
     with pytest.raises(OSError) as raised:
         coordinator_snapshot.read(fs, tmp_path, 2, prefetch)
     assert raised.value.errno == errno.EIO
+
+
+def test_a_snapshot_under_the_prefetch_size_is_read_in_line(tmp_path: Path) -> None:
+    """A small snapshot is read when asked for, on the caller's thread, with the same result."""
+    whole = _written(tmp_path)
+    assert coordinator_snapshot.Prefetch(REAL_FS, tmp_path, len(whole)).threaded
+    small = coordinator_snapshot.Prefetch(REAL_FS, tmp_path, len(whole) + 1)
+    assert not small.threaded
+    coordinator_snapshot.remove(REAL_FS, tmp_path)
+    assert coordinator_snapshot.read(REAL_FS, tmp_path, 2, small) is None, "read when asked, not before"
+    _written(tmp_path)
+    found = coordinator_snapshot.read(REAL_FS, tmp_path, 2, coordinator_snapshot.Prefetch(REAL_FS, tmp_path, 1 << 30))
+    assert found is not None and found[0] == HEADER and bytes(found[1]) == b"".join(PAYLOAD)
