@@ -28,6 +28,7 @@ from broker.coordinator.group_configs import GroupConfigs
 from broker.coordinator.modern.consumer.group import ConsumerGroupState
 from broker.coordinator.modern.topics import MetadataImage
 from broker.coordinator.records import encode_all as encode_records
+from broker.coordinator.records import encode_batch_records
 from broker.coordinator.requests import ClientInfo, Result
 from broker.coordinator.snapshot import payload as coordinator_snapshot_payload
 from broker.deadlines import DeadlineTask
@@ -304,7 +305,7 @@ class GroupService:
             appended = 0
             try:
                 for group_id, records in fx.records.items():
-                    log_.append(group_id, encode_records(records, self._group_records), now)
+                    log_.append(group_id, encode_batch_records(records, self._group_records), now)
                     appended += len(records)
                     if replication is not None:
                         partition = log_.partition_of(group_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import io
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from protocol.messages.coordinator_records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from protocol.records.batch import RECORD_VARINTS, EncodedRecords
 from protocol.schema import Message
 
 _VERSION = struct.Struct(">h")
@@ -250,6 +252,49 @@ def encode_offset_commit_value(value: OffsetValue) -> bytes:
                          _TIMESTAMP.pack(value.commit_timestamp)))
     except REFUSED:
         return encode_offset_value(value)
+
+
+#: After an offset key's prefix, the rest of a plain offset record in a batch: the key's
+#: partition, the value's length (24, as a zig-zag varint: 48), the v3 value without
+#: metadata (as ``_OFFSET_VALUE_V3_PLAIN``) and the record's header count (0).
+_PLAIN_RECORD_TAIL = struct.Struct(">iBhqihqx")
+_PLAIN_RECORD_FIXED = 2 + 4 + 1 + _OFFSET_VALUE_V3_PLAIN.size + 1  # attributes, timestamp delta, then the tail
+
+
+def encode_plain_offset_records(records: Sequence[tuple[str, str, int, OffsetValue | None]]) -> EncodedRecords | None:
+    """The records section of a plain batch of ``records`` (group, topic, partition, value),
+    byte for byte what ``encode_key_value_batch`` writes for their ``encode_offset_key`` and
+    ``encode_offset_commit_value``; None unless every value is an ``OffsetValue`` without
+    metadata or expiry that packs as it is (the caller encodes those records the general way).
+
+    A commit's offsets, written as one loop with one pack each: no key, value or pair per
+    offset (the commit path, once per committed offset).
+    """
+    table = RECORD_VARINTS
+    pack = _PLAIN_RECORD_TAIL.pack
+    zero = b"\x00\x00"  # attributes, timestamp delta
+    value_type = OffsetValue
+    parts: list[bytes | bytearray] = [b""]
+    group = topic = None
+    head = b""
+    fixed = 0
+    try:
+        for i, (group_id, topic_name, partition, value) in enumerate(records):
+            if type(value) is not value_type or value.expire_timestamp >= 0 or value.metadata != "":
+                return None
+            if topic_name != topic or group_id != group:
+                group, topic = group_id, topic_name
+                prefix = offset_key_prefix(group_id, topic_name)
+                if prefix is None:
+                    return None
+                head = table[len(prefix) + 4] + prefix  # the key's length, then all but its partition
+                fixed = _PLAIN_RECORD_FIXED + len(head)
+            delta = table[i]
+            parts += (table[fixed + len(delta)], zero, delta, head,
+                      pack(partition, 48, 3, value.offset, value.leader_epoch, 0, value.commit_timestamp))
+    except (struct.error, IndexError, TypeError, ValueError):
+        return None
+    return EncodedRecords(parts, len(records))
 
 
 def encode_consumer_group_value(kind: int, body: dict[str, Any]) -> bytes:

@@ -33,6 +33,7 @@ from protocol.records import (
     CONTROL_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
+    EncodedRecords,
     EndTransactionMarker,
     RecordBatchError,
     encode_marker_batch,
@@ -255,7 +256,7 @@ class CoordinatorLog:
         return self._logs.get(partition)
 
     def append(
-        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, *,
+        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]] | EncodedRecords, timestamp_ms: int, *,
         producer_id: int = -1, producer_epoch: int = -1,
     ) -> int:
         """Write ``records`` as one batch to the group's partition; returns its seq.

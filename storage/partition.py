@@ -26,6 +26,7 @@ from pathlib import Path
 from protocol.records import (
     MAGIC,
     TRANSACTIONAL_BIT,
+    EncodedRecords,
     RecordBatch,
     RecordBatchError,
     build_records,
@@ -300,7 +301,7 @@ class PartitionLog:
     # --- writing ----------------------------------------------------------------------
 
     def append(
-        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
+        self, records: Sequence[tuple[bytes | None, bytes | None]] | EncodedRecords, timestamp_ms: int, *,
         producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False,
     ) -> tuple[int, int]:
         """Append all ``records`` as ONE batch (a crash keeps all or none of them).
@@ -315,6 +316,8 @@ class PartitionLog:
             if producer_id == -1 and not transactional:
                 data = encode_key_value_batch(records, base_offset=base, base_timestamp=timestamp_ms,
                                               partition_leader_epoch=self.leader_epoch)
+            elif isinstance(records, EncodedRecords):
+                raise ValueError("a transactional batch is appended from its (key, value) pairs")
             else:
                 data = encode_batch(build_records(records), base_offset=base, base_timestamp=timestamp_ms,
                                     producer_id=producer_id, producer_epoch=producer_epoch,

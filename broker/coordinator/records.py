@@ -10,7 +10,7 @@ None value is a tombstone.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -38,10 +38,12 @@ from protocol.consumer_offsets import (
     encode_key,
     encode_offset_commit_value,
     encode_offset_key,
+    encode_plain_offset_records,
     offset_key_prefix,
     pack_offset_key_partition,
     pack_plain_offset_value,
 )
+from protocol.records import EncodedRecords
 
 __all__ = [
     "ConsumerGroupCurrentAssignmentRecord",
@@ -59,6 +61,7 @@ __all__ = [
     "decode",
     "encode",
     "encode_all",
+    "encode_batch_records",
 ]
 
 
@@ -322,7 +325,7 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     })
 
 
-def encode_all(records: list[CoordinatorRecord],
+def encode_all(records: Sequence[CoordinatorRecord],
                latest: dict[bytes, bytes] | None = None) -> list[tuple[bytes, bytes | None]]:
     """``[encode(r) for r in records]``; offset records of one group and topic share their key's prefix.
 
@@ -369,6 +372,18 @@ def encode_all(records: list[CoordinatorRecord],
                 if group_value is not None:
                     latest[key] = group_value
     return out
+
+
+def encode_batch_records(records: Sequence[CoordinatorRecord], latest: dict[bytes, bytes] | None = None
+                         ) -> EncodedRecords | list[tuple[bytes, bytes | None]]:
+    """What the log appends as one plain (not transactional) batch of ``records``.
+
+    A commit's plain offsets (no metadata, no expiry: most commits) as the batch's records
+    section at once (``encode_plain_offset_records``); anything else as ``encode_all``'s
+    pairs, ``latest`` kept as it says. Either way the log writes the same bytes.
+    """
+    encoded = encode_plain_offset_records(records)  # type: ignore[arg-type]  # None unless all are offsets
+    return encoded if encoded is not None else encode_all(records, latest)
 
 
 def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | None:

@@ -18,6 +18,8 @@ directly, never this file.
 
 from protocol.records.batch import (
     RECORD,
+    RECORD_VARINTS,
+    EncodedRecords,
     Record,
     RecordBatch,
     build_records,
@@ -65,12 +67,14 @@ __all__ = [
     "MIN_BATCH_LENGTH",
     "NO_TIMESTAMP",
     "RECORD",
+    "RECORD_VARINTS",
     "TRANSACTIONAL_BIT",
     "BatchAttributes",
     "BatchHeader",
     "Compression",
     "ControlRecordType",
     "CorruptBatchError",
+    "EncodedRecords",
     "EndTransactionMarker",
     "Record",
     "RecordBatch",

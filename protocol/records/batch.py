@@ -44,6 +44,8 @@ from protocol.varint import SMALL_VARINTS, VarintError, encode_zigzag
 
 __all__ = [
     "RECORD",
+    "RECORD_VARINTS",
+    "EncodedRecords",
     "Record",
     "RecordBatch",
     "build_records",
@@ -447,12 +449,32 @@ def encode_batch(
 
 
 #: Zig-zag varints of 0..16383 (record sizes, key and value lengths, offset deltas).
-_VARINT_TABLE = tuple(encode_zigzag(i, 32) for i in range(16384))
+RECORD_VARINTS = _VARINT_TABLE = tuple(encode_zigzag(i, 32) for i in range(16384))
+
+
+class EncodedRecords:
+    """A plain batch's records section, encoded by its caller: what ``encode_key_value_batch``
+    builds from ``(key, value)`` pairs before the header.
+
+    ``parts[0]`` is a placeholder for the header; after it, each of the ``count`` records as
+    its size's varint followed by the record (attributes 0, timestamp delta 0, offset deltas
+    0..count-1 in order, no headers), in any split into bytes objects. Encoding the batch
+    fills ``parts[0]``: an instance is used once.
+    """
+
+    __slots__ = ("count", "parts")
+
+    def __init__(self, parts: list[bytes | bytearray], count: int) -> None:
+        self.parts = parts
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
 
 
 def encode_key_value_batch(
-    records: Sequence[tuple[bytes | None, bytes | None]], *, base_offset: int = 0, base_timestamp: int = NO_TIMESTAMP,
-    partition_leader_epoch: int = -1,
+    records: Sequence[tuple[bytes | None, bytes | None]] | EncodedRecords, *, base_offset: int = 0,
+    base_timestamp: int = NO_TIMESTAMP, partition_leader_epoch: int = -1,
 ) -> bytes:
     """``encode_batch(build_records(records), base_offset=..., base_timestamp=...)``, byte for byte.
 
@@ -461,7 +483,10 @@ def encode_key_value_batch(
     record is its size's varint and one join of its pieces, and the batch one join of the
     records. Anything else goes the general way (and its checks): keys or values that are
     not ``bytes``/None, and lengths or offset deltas beyond the varint table (16,383).
+    ``EncodedRecords`` are taken as they are: only the header is added.
     """
+    if isinstance(records, EncodedRecords):
+        return _framed(records.parts, records.count, base_offset, base_timestamp, partition_leader_epoch)
     table = _VARINT_TABLE
     join = b"".join
     parts: list[bytes | bytearray] = [b""]  # the header, packed once the size is known
@@ -487,7 +512,12 @@ def encode_key_value_batch(
     except (_NotPlain, IndexError):
         return encode_batch(build_records(records), base_offset=base_offset, base_timestamp=base_timestamp,
                             partition_leader_epoch=partition_leader_epoch)
-    count = len(records)
+    return _framed(parts, len(records), base_offset, base_timestamp, partition_leader_epoch)
+
+
+def _framed(parts: list[bytes | bytearray], count: int, base_offset: int, base_timestamp: int,
+            partition_leader_epoch: int) -> bytes:
+    """The batch of ``count`` plain records whose size-prefixed bytes are ``parts[1:]``."""
     size_total = sum(map(len, parts))
     try:
         header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + size_total, partition_leader_epoch,

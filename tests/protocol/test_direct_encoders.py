@@ -3,16 +3,24 @@
 ``encode_key_value_batch`` is ``encode_batch(build_records(...))`` without the ``Record``
 objects; ``encode_offset_key`` and ``encode_offset_commit_value`` pack what the compiled
 ``__consumer_offsets`` codecs build, and the commit path's ``encode_all`` writes both with
-them. Same bytes for every input, and the same refusals.
+them; ``encode_batch_records`` writes a commit's plain offsets straight into the batch's
+records section. Same bytes for every input, and the same refusals.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from broker.coordinator.records import OffsetCommitRecord, encode_all
+from broker.coordinator.records import (
+    GroupMetadataRecord,
+    OffsetCommitRecord,
+    encode_all,
+    encode_batch_records,
+)
 from protocol.codec import encode_response, encode_response_body, response_frame
 from protocol.consumer_offsets import (
     OffsetKey,
@@ -21,10 +29,11 @@ from protocol.consumer_offsets import (
     encode_offset_commit_value,
     encode_offset_key,
     encode_offset_value,
+    encode_plain_offset_records,
     offset_key_prefix,
 )
 from protocol.errors import ProtocolError
-from protocol.records import build_records, encode_batch, encode_key_value_batch
+from protocol.records import EncodedRecords, build_records, encode_batch, encode_key_value_batch
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -124,3 +133,58 @@ def test_a_response_frame_of_an_encoded_body_is_the_whole_encoding(api_key: int,
                                                                     body: dict[str, object]) -> None:
     assert response_frame(api_key, version, 77, encode_response_body(api_key, version, body)) == encode_response(
         api_key, version, 77, body)
+
+
+def _batch(records: list[OffsetCommitRecord], encoded: object) -> tuple[bytes, bytes]:
+    """The batch written from ``encoded``, and the one written from the records' own keys and values."""
+    pairs = [(encode_offset_key(g, t, p), None if v is None else encode_offset_commit_value(v)) for g, t, p, v in records]
+    general = encode_batch(build_records(pairs), base_offset=11, base_timestamp=5, partition_leader_epoch=2)
+    return encode_key_value_batch(encoded, base_offset=11, base_timestamp=5,  # type: ignore[arg-type]
+                                  partition_leader_epoch=2), general
+
+
+# Names from one byte to past the one-byte varint of the key's length; offsets over the full range.
+NAME = st.one_of(st.sampled_from(["g", "orders", "t\u00e9"]), st.text(min_size=1, max_size=70))
+PLAIN = st.builds(OffsetValue, INT64, INT32, st.just(""), INT64, st.just(-1))
+
+
+@given(group=NAME, runs=st.lists(st.tuples(NAME, st.lists(st.tuples(st.integers(0, 2**31 - 1), PLAIN), min_size=1,
+                                                          max_size=80)), min_size=1, max_size=3))
+@example(group="g", runs=[("t", [(i, OffsetValue(i, 1, "", 1_700_000_000_000, -1)) for i in range(70)])])
+def test_plain_offsets_straight_into_the_records_section_are_the_general_batch(
+        group: str, runs: list[tuple[str, list[tuple[int, OffsetValue]]]]) -> None:
+    records = [OffsetCommitRecord(group, topic, partition, value) for topic, offsets in runs for partition, value in offsets]
+    encoded = encode_batch_records(records)
+    assert isinstance(encoded, EncodedRecords)
+    assert len(encoded) == len(records)
+    written, general = _batch(records, encoded)
+    assert written == general
+
+
+def test_a_records_section_past_the_varint_table_is_the_general_batch() -> None:
+    records = [OffsetCommitRecord("g", "t", i, OffsetValue(i, 0, "", 1, -1)) for i in range(16500)]
+    encoded = encode_batch_records(records)
+    assert not isinstance(encoded, EncodedRecords)  # offset deltas past 16,383: the pairs
+    assert encode_key_value_batch(encoded) == encode_batch(build_records(encode_all(records)))
+
+
+@pytest.mark.parametrize("odd", [
+    OffsetCommitRecord("g", "t", 1, None),  # a tombstone
+    OffsetCommitRecord("g", "t", 1, OffsetValue(5, 0, "meta", 1, -1)),  # metadata
+    OffsetCommitRecord("g", "t", 1, OffsetValue(5, 0, "", 1, 99)),  # an expiry (a v1 value)
+    OffsetCommitRecord("g", "t", 1, OffsetValue(2**63, 0, "", 1, -1)),  # refused by the codec
+    OffsetCommitRecord("g" * 40000, "t", 1, OffsetValue(5, 0, "", 1, -1)),  # a key the codec refuses
+    GroupMetadataRecord("g", None),
+])
+def test_a_commit_with_anything_but_plain_offsets_goes_the_general_way(odd: object) -> None:
+    plain = OffsetCommitRecord("g", "t", 0, OffsetValue(5, 0, "", 1, -1))
+    records = [plain, odd, plain]
+    assert encode_plain_offset_records(records) is None  # type: ignore[arg-type]
+    latest: dict[bytes, bytes] = {}
+    try:
+        expected = encode_all(records, latest)  # type: ignore[arg-type]
+    except ProtocolError as exc:
+        with pytest.raises(ProtocolError, match=re.escape(str(exc))):
+            encode_batch_records(records)  # type: ignore[arg-type]
+        return
+    assert encode_batch_records(records, latest) == expected  # type: ignore[arg-type]

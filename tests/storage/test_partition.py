@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.records import (
+    RECORD_VARINTS,
+    EncodedRecords,
     RecordBatchError,
     build_records,
     decode_batch,
@@ -89,6 +91,32 @@ def test_one_append_is_one_batch(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         log.append([], 0)
     log.close()
+
+
+def _encoded(pairs: list[tuple[bytes, bytes]]) -> EncodedRecords:
+    """``pairs`` as a records section encoded ahead (attributes, timestamp delta, offset delta,
+    key, value, no headers), as the coordinator writes its plain offsets."""
+    parts: list[bytes | bytearray] = [b""]
+    for i, (key, value) in enumerate(pairs):
+        record = b"\x00\x00" + RECORD_VARINTS[i] + RECORD_VARINTS[len(key)] + key + RECORD_VARINTS[len(value)] + value + b"\x00"
+        parts += (RECORD_VARINTS[len(record)], record)
+    return EncodedRecords(parts, len(pairs))
+
+
+def test_records_encoded_ahead_are_appended_as_the_pairs_would_be(tmp_path: Path) -> None:
+    pairs = [(b"key%d" % i, b"value" * i) for i in range(70)]
+    log = PartitionLog.open(tmp_path / "encoded", 1 << 20)
+    log.append(pairs[:3], 5)
+    assert log.append(_encoded(pairs), 77) == (3, 73)
+    with pytest.raises(ValueError, match="pairs"):  # a transactional batch is built from its records
+        log.append(_encoded(pairs), 78, producer_id=4, producer_epoch=0, transactional=True)
+    reference = PartitionLog.open(tmp_path / "pairs", 1 << 20)
+    reference.append(pairs[:3], 5)
+    reference.append(pairs, 77)
+    assert [batch for _, batch in log.read_batches()] == [batch for _, batch in reference.read_batches()]
+    assert log.next_offset == reference.next_offset == 73
+    log.close()
+    reference.close()
 
 
 def test_oversized_batch_gets_its_own_segment(tmp_path: Path) -> None:
