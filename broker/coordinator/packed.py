@@ -109,7 +109,11 @@ def offset_fetch_body(version: int, r: Result) -> bytes:
 
 _INT16_AT = struct.Struct(">h").unpack_from
 _INT32_AT = struct.Struct(">i").unpack_from
-_PARTITION_AT = struct.Struct(">iqi").unpack_from  # partition_index, committed_offset, committed_leader_epoch
+#: A flexible commit's partition with the byte after it (the metadata's compact length) and
+#: the one after that (its tagged fields' count if the metadata is empty).
+_FLEXIBLE_PARTITION_AT = struct.Struct(">iqiBB").unpack_from
+#: A classic commit's partition with its metadata's int16 length.
+_CLASSIC_PARTITION_AT = struct.Struct(">iqih").unpack_from
 #: ``unpack_from`` of n big-endian int32s, by n (one-byte compact counts: n under 127).
 _INT32S_AT = tuple(struct.Struct(f">{n}i").unpack_from for n in range(127))
 
@@ -207,20 +211,24 @@ def _read_commit_flexible(version: int, buf: bytes, pos: int) -> OffsetCommitReq
         pos += 1
         partitions = []
         for _ in range(count):
-            partition, offset, leader_epoch = _PARTITION_AT(buf, pos)
-            n = buf[pos + 16] - 1  # the metadata's compact length
-            pos += 17
-            if n == -1:
+            partition, offset, leader_epoch, length, tags = _FLEXIBLE_PARTITION_AT(buf, pos)
+            if length == 1 and not tags:  # empty metadata and no tagged fields: most commits
                 metadata = ""
+                pos += 18
             else:
-                stop = pos + n
-                if not 0 <= n < 127 or stop > end:
+                n = length - 1  # the metadata's compact length
+                pos += 17
+                if n == -1:
+                    metadata = ""
+                else:
+                    stop = pos + n
+                    if not 0 <= n < 127 or stop > end:
+                        raise _NotTaken
+                    metadata = buf[pos:stop].decode()
+                    pos = stop
+                if buf[pos]:  # tagged fields
                     raise _NotTaken
-                metadata = buf[pos:stop].decode()
-                pos = stop
-            if buf[pos]:  # tagged fields
-                raise _NotTaken
-            pos += 1
+                pos += 1
             partitions.append(new_tuple(partition_type, (partition, offset, leader_epoch, metadata, -1)))
         if buf[pos]:
             raise _NotTaken
@@ -253,10 +261,9 @@ def _read_commit_classic(version: int, buf: bytes, pos: int) -> OffsetCommitRequ
         pos += 4
         partitions = []
         for _ in range(count):
-            partition, offset, leader_epoch = _PARTITION_AT(buf, pos)
-            (n,) = _INT16_AT(buf, pos + 16)  # the metadata's length
+            partition, offset, leader_epoch, n = _CLASSIC_PARTITION_AT(buf, pos)  # n: the metadata's length
             pos += 18
-            if n == -1:
+            if -1 <= n <= 0:  # null or empty
                 metadata = ""
             else:
                 stop = pos + n

@@ -219,7 +219,8 @@ COMMIT_SAMPLE = {"group_id": "g", "generation_id_or_member_epoch": 3, "member_id
                  "topics": [{"name": "t", "partitions": [
                      {"partition_index": 1, "committed_offset": 9, "committed_leader_epoch": 2,
                       "committed_metadata": "md"},
-                     {"partition_index": 2, "committed_offset": 5, "committed_metadata": None}]}]}
+                     {"partition_index": 2, "committed_offset": 5, "committed_metadata": None},
+                     {"partition_index": 3, "committed_offset": 7, "committed_metadata": ""}]}]}
 FETCH_SAMPLE = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [1, 2]}], "require_stable": True,
                 "groups": [{"group_id": "g", "member_id": "m", "member_epoch": 4,
                             "topics": [{"name": "t", "partition_indexes": [1]}]},
