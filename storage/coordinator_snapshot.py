@@ -30,6 +30,7 @@ import logging
 import struct
 import threading
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,38 +157,36 @@ class Prefetch:
     def __init__(self, fs: FileSystem, data_dir: Path, min_bytes: int = 0) -> None:
         self._fs = fs
         self._data_dir = data_dir
-        self._data: bytes | None = None
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self._future: Future[bytes | None] | None = None
         try:
             size = fs.stat(coordinator_snapshot_file(data_dir)).st_size
         except OSError:
             return  # none, or not readable: ``result`` finds out in line
         if size >= min_bytes:
-            self._thread = threading.Thread(target=self._run, name="kcoord-snapshot-read", daemon=True)
-            self._thread.start()
+            self._future = Future()
+            threading.Thread(target=self._run, args=(self._future,), name="kcoord-snapshot-read", daemon=True).start()
 
-    def _run(self) -> None:
+    def _run(self, future: Future[bytes | None]) -> None:
         try:
-            self._data = _file_bytes(self._fs, self._data_dir)
+            future.set_result(_file_bytes(self._fs, self._data_dir))
         except BaseException as exc:  # handed to the reader, which decides
-            self._error = exc
+            future.set_exception(exc)
 
     @property
     def threaded(self) -> bool:
         """Whether the file is being read on a thread (else ``result`` reads it)."""
-        return self._thread is not None
+        return self._future is not None
 
     def result(self) -> bytes | None:
-        """The file's bytes, None if there is no snapshot; raises what reading raised."""
-        if self._thread is None:
+        """The file's bytes, None if there is no snapshot; raises what reading raised.
+
+        The thread's bytes are taken once (the caller keeps what it needs); a later call
+        reads the file in line.
+        """
+        future, self._future = self._future, None
+        if future is None:
             return _file_bytes(self._fs, self._data_dir)
-        self._thread.join()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        data, self._data = self._data, None  # taken once: the caller keeps what it needs
-        return data
+        return future.result()
 
 
 def read(fs: FileSystem, data_dir: Path, partitions: int,
