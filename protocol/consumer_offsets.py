@@ -258,7 +258,9 @@ def encode_offset_commit_value(value: OffsetValue) -> bytes:
 #: partition, the value's length (24, as a zig-zag varint: 48), the v3 value without
 #: metadata (as ``_OFFSET_VALUE_V3_PLAIN``) and the record's header count (0).
 _PLAIN_RECORD_TAIL = struct.Struct(">iBhqihqx")
-_PLAIN_RECORD_FIXED = 2 + 4 + 1 + _OFFSET_VALUE_V3_PLAIN.size + 1  # attributes, timestamp delta, then the tail
+#: A plain offset record's size less its offset delta and its key's length and prefix: the
+#: attributes and timestamp delta (a byte each), then the tail.
+_PLAIN_RECORD_FIXED = 2 + _PLAIN_RECORD_TAIL.size
 
 
 def encode_plain_offset_records(records: Sequence[tuple[str, str, int, OffsetValue | None]]) -> EncodedRecords | None:

@@ -459,7 +459,7 @@ class EncodedRecords:
     ``parts[0]`` is a placeholder for the header; after it, each of the ``count`` records as
     its size's varint followed by the record (attributes 0, timestamp delta 0, offset deltas
     0..count-1 in order, no headers), in any split into bytes objects. Encoding the batch
-    fills ``parts[0]``: an instance is used once.
+    puts its header in ``parts[0]``.
     """
 
     __slots__ = ("count", "parts")
