@@ -449,7 +449,7 @@ def encode_batch(
 
 
 #: Zig-zag varints of 0..16383 (record sizes, key and value lengths, offset deltas).
-RECORD_VARINTS = _VARINT_TABLE = tuple(encode_zigzag(i, 32) for i in range(16384))
+RECORD_VARINTS = tuple(encode_zigzag(i, 32) for i in range(16384))
 
 
 class EncodedRecords:
@@ -487,7 +487,7 @@ def encode_key_value_batch(
     """
     if isinstance(records, EncodedRecords):
         return _framed(records.parts, records.count, base_offset, base_timestamp, partition_leader_epoch)
-    table = _VARINT_TABLE
+    table = RECORD_VARINTS
     join = b"".join
     parts: list[bytes | bytearray] = [b""]  # the header, packed once the size is known
     try:
