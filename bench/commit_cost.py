@@ -1,6 +1,6 @@
 """Broker CPU per OffsetCommit, in process: the request path without sockets or the event loop.
 
-    python -m bench.commit_cost [--version 8] [--requests 4000] [--rounds 5] [--profile 100]
+    python -m bench.commit_cost [--version 8] [--requests 4000] [--rounds 5] [--profile 100] [--cold]
 
 Builds the broker as ``kcoord serve`` does (``Broker.open`` on a temporary data directory,
 ``log.flush.policy=os``: no fsync) and routes pre-encoded OffsetCommit frames through its
@@ -22,6 +22,10 @@ with valgrind (``cachegrind``, no cache simulation) over two runs of different l
 unlike CPU time, the count does not move with the machine's load or speed, so two
 versions of the code compare on any machine (a run takes about a minute). valgrind must be
 installed (Debian: ``apt-get install valgrind``).
+
+``--cold`` times one-partition commits one at a time instead: right after one another, and
+after other memory has been read (``cold_cost``), which is how a depth-1 request meets the
+processor's caches on a live broker.
 """
 
 from __future__ import annotations
@@ -156,6 +160,47 @@ def measure(version: int, requests: int, rounds: int) -> tuple[float, float]:
     return statistics.median(t1), statistics.median(t100)
 
 
+#: Bytes of other memory read before a request by ``cold_cost``: more than a core's own cache
+#: holds (1 MiB of L2 on the machine of docs/benchmarks.md), and more than every level holds
+#: (its L3, 32 MiB, shared by the cores).
+CLEARED_BYTES = (2 << 20, 64 << 20)
+
+
+def cold_cost(version: int = 8, requests: int = 300, block: int = 50,
+              cleared: tuple[int, ...] = CLEARED_BYTES) -> tuple[float, list[float]]:
+    """Median CPU seconds of a one-partition OffsetCommit, timed one request at a time: one
+    right after another (the request path stays in the processor's caches), and after each
+    size in ``cleared`` of other memory has been read (as after other processes ran on the
+    core), ``requests`` of each kind.
+
+    The kinds take turns in blocks of ``block`` requests, so a machine whose speed drifts
+    moves them alike. A live broker whose clients keep one request in flight takes each
+    request after its client, and the other clients, have run on the same cores: these
+    bound what that costs, apart from the sockets and the event loop.
+    """
+    buffers = [bytearray(b"\x02" * size) for size in cleared]  # written: real pages, not the zero page
+    clock = time.process_time
+    with in_process_broker() as (broker, router):
+        workload = Workload("commit-cost-cold", 1, version)
+        run_round(router, workload.frames(50))
+        route = router.route
+        warm: list[float] = []
+        cold: list[list[float]] = [[] for _ in cleared]
+        appended_before = broker.groups.records_appended
+        for _ in range(max(1, requests // block)):
+            for times, buffer in [(warm, None), *zip(cold, buffers, strict=True)]:
+                for frame in workload.frames(block):
+                    if buffer is not None:
+                        buffer.find(b"\x01")  # reads every byte: none is 1
+                    started = clock()
+                    outcome = route(frame, PEER)
+                    times.append(clock() - started)
+                    answered(outcome)
+        assert broker.groups.records_appended - appended_before == len(warm) * (1 + len(cleared))
+        read_back(broker, router, workload)
+    return statistics.median(warm), [statistics.median(times) for times in cold]
+
+
 def profile(version: int, partitions: int, requests: int, top: int) -> None:
     with in_process_broker() as (broker, router):
         workload = Workload("commit-cost-profile", partitions, version)
@@ -271,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --instructions: OffsetFetch v7 of the committed offsets instead of commits")
     parser.add_argument("--heartbeat", action="store_true",
                         help="with --instructions: classic Heartbeat v3 of a one-member group instead of commits")
+    parser.add_argument("--cold", action="store_true",
+                        help="time one-partition commits one by one, warm and after other memory was read")
     parser.add_argument("--route-only", type=int, metavar="REQUESTS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.route_only is not None:
@@ -286,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
                 else f"OffsetCommit v{args.version}")
         shape = "" if args.heartbeat else f", {args.partitions} partition(s) per request"
         print(f"{what}{shape}: {per_request:,.0f} instructions per request (valgrind, in process)")
+        return 0
+    if args.cold:
+        warm, cold = cold_cost(args.version)
+        after = ", ".join(f"{t * 1e6:.1f} us after {size >> 20} MiB" for t, size in zip(cold, CLEARED_BYTES, strict=True))
+        print(f"OffsetCommit v{args.version}, 1 partition, CPU per request timed alone: {warm * 1e6:.1f} us warm, {after}")
         return 0
     if args.profile:
         profile(args.version, args.profile, args.requests // 10 if args.profile > 1 else args.requests, args.top)

@@ -163,6 +163,9 @@ class Bench:
         self.only: set[str] = set(WORKLOADS)
         #: The machine's speed on kcoord's own request path, before and after the loads (``calibrate``).
         self.calibration: list[tuple[float, float]] = []
+        #: A one-partition commit timed alone, warm and with the caches cleared (``commit_cost.cold_cost``),
+        #: with ``calibrate``.
+        self.cold: list[tuple[float, list[float]]] = []
         #: ``fdatasync_latency`` in kcoord's data directory's file system, once per round.
         self.fdatasync: list[SyncLatency] = []
 
@@ -172,6 +175,7 @@ class Bench:
         days, or on a machine that other tenants slow down, can be compared."""
         t1, t100 = commit_cost.measure(8, 4000, 5)
         self.calibration.append((t1, (t100 - t1) / (commit_cost.PARTITIONS - 1)))
+        self.cold.append(commit_cost.cold_cost())
 
     def record(self, key: str, unit: str, higher: bool, broker: str, value: float,
                cpu_per_1k: float | None = None, note: str = "", load_cpu_per_1k: float | None = None) -> None:
@@ -502,7 +506,21 @@ def calibration_lines(bench: Bench) -> list[str]:
     return [f"- This machine on kcoord's request path, in process (`python -m bench.commit_cost`: no sockets, "
             f"no load generator), before and after the loads: {per_request} us of CPU per one-partition "
             f"OffsetCommit, {per_offset} us per additional offset. The figures of runs on other days or "
-            "machines compare through these."]
+            "machines compare through these."] + cold_lines(bench)
+
+
+def cold_lines(bench: Bench) -> list[str]:
+    """``commit_cost.cold_cost`` at each calibration: what a request costs on cold caches."""
+    if not bench.cold:
+        return []
+    warm = " and ".join(f"{w * 1e6:.1f}" for w, _ in bench.cold)
+    cold = "; ".join(
+        f"after {size >> 20} MiB of other memory was read, {' and '.join(f'{c[i] * 1e6:.1f}' for _, c in bench.cold)} us"
+        for i, size in enumerate(commit_cost.CLEARED_BYTES))
+    return [f"- The same one-partition OffsetCommit timed one request at a time, in process: {warm} us of CPU "
+            f"right after the one before; {cold} (`python -m bench.commit_cost --cold`). On a live broker a "
+            "client with one request in flight sends the next one only after it, and the other clients, "
+            "have run on the same cores, and the request finds less of its path in the processor's caches."]
 
 
 def write_report(bench: Bench, extra: list[str], path: Path) -> None:
