@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 import tomllib
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,8 @@ class Broker:
     proc: subprocess.Popen[bytes]
     workdir: Path
     lines: list[str] = field(default_factory=list)
+    #: The port of the broker's /metrics (``broker serve --http-listen``), if it serves one.
+    metrics_port: int | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -73,6 +76,28 @@ class Broker:
         """User + system CPU of the broker process so far (from /proc)."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def metrics(self, prefix: str, timeout: float = 30.0) -> dict[str, float]:
+        """The samples of the broker's /metrics whose names start with ``prefix``, by name
+        with labels (``name{le="0.001"}``)."""
+        assert self.metrics_port is not None, "started without a metrics port"
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as reply:
+                    text = reply.read().decode()
+                break
+            except OSError:  # the HTTP listener can come up just after the Kafka one
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        samples = {}
+        for line in text.splitlines():
+            if line.startswith(prefix):
+                name, value = line.rsplit(" ", 1)
+                samples[name] = float(value)
+        return samples
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -124,20 +149,22 @@ def _drain(proc: subprocess.Popen[bytes], lines: list[str]) -> None:
 
 
 def start_kcoord(settings: dict[str, object] | None = None, data_dir: Path | None = None,
-                 http_port: int | None = None) -> Broker:
-    """The broker alone, or with ``http_port`` ``kcoord serve`` with its HTTP surface and console."""
+                 http_port: int | None = None, metrics_port: int | None = None) -> Broker:
+    """The broker alone (with ``metrics_port``, and its /metrics), or with ``http_port``
+    ``kcoord serve`` with its HTTP surface and console."""
     compile_sources()
     workdir = Path(tempfile.mkdtemp(prefix="kcoord-bench-"))
     port = free_port()
     command = "broker" if http_port is None else "kcoord"
     args = [sys.executable, "-m", command, "serve", "--listen", f"127.0.0.1:{port}",
             "--data-dir", str(data_dir or workdir / "data"), "--log-level", "WARNING"]
-    if http_port is not None:
-        args += ["--http-listen", f"127.0.0.1:{http_port}"]
+    http = http_port if http_port is not None else metrics_port
+    if http is not None:
+        args += ["--http-listen", f"127.0.0.1:{http}"]
     for key, value in (settings or {}).items():
         args += ["--set", f"{key}={value}"]
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    broker = Broker("kcoord", port, proc, workdir)
+    broker = Broker("kcoord", port, proc, workdir, metrics_port=http)
     threading.Thread(target=_drain, args=(proc, broker.lines), daemon=True).start()
     _wait_listening(port, proc)
     return broker

@@ -53,6 +53,8 @@ REFERENCE_CONNS = (1, 8, 32)
 JOURNAL_ENTRY_BYTES = 126
 #: fdatasyncs timed per round (``fdatasync_latency``).
 FDATASYNC_SAMPLES = 2000
+#: kcoord's histogram of its fsync rounds (``broker.group_service``), read from its /metrics.
+FSYNC_HISTOGRAM = "kcoord_coordinator_log_fsync_duration_seconds"
 
 
 @dataclass
@@ -120,6 +122,32 @@ def fdatasync_latency(directory: Path, syncs: int = FDATASYNC_SAMPLES) -> SyncLa
 
 
 @dataclass
+class SyncRounds:
+    """kcoord's fsync rounds of ``__consumer_offsets`` during one OffsetCommit row, from its
+    ``kcoord_coordinator_log_fsync_duration_seconds`` histogram (a round is timed from the
+    sync's start until the broker has taken its completion)."""
+
+    per_second: float
+    mean_seconds: float
+    commits_per_round: float
+
+
+def fsync_histogram(broker: Broker) -> tuple[float, float]:
+    """The count and sum of kcoord's fsync rounds so far."""
+    samples = broker.metrics(FSYNC_HISTOGRAM)
+    return samples[f"{FSYNC_HISTOGRAM}_count"], samples[f"{FSYNC_HISTOGRAM}_sum"]
+
+
+def sync_rounds(before: tuple[float, float], after: tuple[float, float], commits: int,
+                seconds: float) -> SyncRounds | None:
+    """The rounds between two ``fsync_histogram`` readings around ``commits`` commits."""
+    rounds = after[0] - before[0]
+    if rounds <= 0 or not commits:
+        return None
+    return SyncRounds(rounds / seconds, (after[1] - before[1]) / rounds, commits / rounds)
+
+
+@dataclass
 class Figure:
     workload: str
     unit: str
@@ -168,6 +196,8 @@ class Bench:
         self.cold: list[tuple[float, list[float]]] = []
         #: ``fdatasync_latency`` in kcoord's data directory's file system, once per round.
         self.fdatasync: list[SyncLatency] = []
+        #: kcoord's fsync rounds during each OffsetCommit row, by shape, once per round (``sync_rounds``).
+        self.sync_rounds: dict[str, list[SyncRounds]] = {}
 
     def calibrate(self) -> None:
         """CPU seconds per one-partition OffsetCommit and per additional offset, in process
@@ -213,9 +243,15 @@ class Bench:
                     shape = f"{conns} conn, {partitions} part/req, depth {depth}"
                     commits: list[loadgen.FactorySpec] = [
                         ("commit_factory", (f"bench-{broker.name}-{i}", "bench", partitions)) for i in range(conns)]
+                    # Read outside the measured load: a scrape costs the broker CPU too.
+                    syncs = fsync_histogram(broker) if broker.metrics_port is not None else None
                     result, cpu, load = self.measure_both(broker, lambda f=commits, d=depth: loadgen.run_processes(  # type: ignore[misc]
                         address, f, self.seconds, d, self.processes))
                     self._throughput("OffsetCommit", shape, broker.name, result, cpu, load, partitions)
+                    if syncs is not None:
+                        rounds = sync_rounds(syncs, fsync_histogram(broker), result.requests, result.seconds)
+                        if rounds is not None:
+                            self.sync_rounds.setdefault(shape, []).append(rounds)
                     fetchers: list[loadgen.FactorySpec] = [
                         ("fetch_offsets_factory", (f"bench-{broker.name}-{i}", "bench", partitions))
                         for i in range(conns)]
@@ -356,7 +392,8 @@ class Bench:
                 self.missing(served, "tansu", "no console")
 
     def run(self) -> None:
-        brokers: list[tuple[str, Callable[[], Broker]]] = [("kcoord", lambda: start_kcoord(KCOORD_SETTINGS))]
+        brokers: list[tuple[str, Callable[[], Broker]]] = [
+            ("kcoord", lambda: start_kcoord(KCOORD_SETTINGS, metrics_port=free_port()))]
         if self.with_tansu:
             brokers.append(("tansu", start_tansu))
         workloads = [w for w in (self.offsets_workloads, self.group_workloads, self.data_workloads)
@@ -498,6 +535,29 @@ def fsync_reference_lines(bench: Bench) -> list[str]:
     return lines
 
 
+def sync_round_lines(bench: Bench) -> list[str]:
+    """kcoord's fsync rounds in each OffsetCommit row (``Bench.sync_rounds``), medians over rounds."""
+    if not bench.sync_rounds:
+        return []
+    lines = [
+        "### kcoord's fsync rounds in the OffsetCommit rows",
+        "",
+        "From kcoord's own `kcoord_coordinator_log_fsync_duration_seconds`, read before and after each",
+        "OffsetCommit row above (outside its measured load): the sync rounds per second, how long a",
+        "round took on average (from the sync's start until the broker has taken its completion), and",
+        "the commits each round made durable. A commit waits for the round under way, if any, and then",
+        "for its own.",
+        "",
+        "| OffsetCommit | rounds/s | mean round us | commits per round |",
+        "|---|---|---|---|",
+    ]
+    for shape, rounds in bench.sync_rounds.items():
+        lines.append(f"| {shape} | {_fmt(statistics.median(r.per_second for r in rounds))} | "
+                     f"{_fmt(statistics.median(r.mean_seconds for r in rounds) * 1e6)} | "
+                     f"{_fmt(statistics.median(r.commits_per_round for r in rounds))} |")
+    return lines
+
+
 def calibration_lines(bench: Bench) -> list[str]:
     if not bench.calibration:
         return []
@@ -558,6 +618,9 @@ def write_report(bench: Bench, extra: list[str], path: Path) -> None:
     reference = fsync_reference_lines(bench)
     if reference:
         lines += ["", *reference]
+    rounds = sync_round_lines(bench)
+    if rounds:
+        lines += ["", *rounds]
     if bench.failures:
         lines += ["", "Workloads that failed in this run (their rows are missing above):", ""]
         lines += [f"- {failure}" for failure in bench.failures]
