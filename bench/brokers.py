@@ -92,7 +92,7 @@ class Broker:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     raise
                 time.sleep(0.05)
-        samples = {}
+        samples: dict[str, float] = {}
         for line in text.splitlines():
             if line.startswith(prefix):
                 name, value = line.rsplit(" ", 1)

@@ -579,8 +579,8 @@ def cold_lines(bench: Bench) -> list[str]:
         for i, size in enumerate(commit_cost.CLEARED_BYTES))
     return [f"- The same one-partition OffsetCommit timed one request at a time, in process: {warm} us of CPU "
             f"right after the one before; {cold} (`python -m bench.commit_cost --cold`). On a live broker a "
-            "client with one request in flight sends the next one only after it, and the other clients, "
-            "have run on the same cores, and the request finds less of its path in the processor's caches."]
+            "client with one request in flight sends the next one only after the client itself and the "
+            "others have run on the same cores, and the request finds less of its path in the processor's caches."]
 
 
 def write_report(bench: Bench, extra: list[str], path: Path) -> None:
