@@ -18,6 +18,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 REPO = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: kcoord's packages (pyproject.toml's ``packages.find``), byte-compiled before a broker starts.
@@ -77,9 +79,9 @@ class Broker:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
-    def metrics(self, prefix: str, timeout: float = 30.0) -> dict[str, float]:
-        """The samples of the broker's /metrics whose names start with ``prefix``, by name
-        with labels (``name{le="0.001"}``)."""
+    def metrics(self, family: str, timeout: float = 30.0) -> dict[str, float]:
+        """The unlabelled samples of one family of the broker's /metrics, by sample name
+        (a histogram's ``_count`` and ``_sum``), read with prometheus-client's parser."""
         assert self.metrics_port is not None, "started without a metrics port"
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         deadline = time.monotonic() + timeout
@@ -92,12 +94,8 @@ class Broker:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     raise
                 time.sleep(0.05)
-        samples: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith(prefix):
-                name, value = line.rsplit(" ", 1)
-                samples[name] = float(value)
-        return samples
+        return {sample.name: sample.value for metric in text_string_to_metric_families(text)
+                if metric.name == family for sample in metric.samples if not sample.labels}
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
