@@ -40,6 +40,9 @@ _I32 = struct.Struct(">i")
 _I16_TAGS = struct.Struct(">hB")  # an error code, then an empty tagged-field section
 _PARTITION_V0 = struct.Struct(">iq")  # partition_index, committed_offset
 _PARTITION_V5 = struct.Struct(">iqi")  # and committed_leader_epoch
+#: A flexible version's partition without metadata: v5's fields, the metadata's compact length
+#: (0: null, 1: empty), the error code and an empty tagged-field section.
+_PARTITION_BARE = struct.Struct(">iqiBhx")
 
 
 #: Compact lengths (length + 1) below 128 are one byte: nearly every array and string.
@@ -53,28 +56,55 @@ def _compact_length(n: int) -> bytes:
 def _fetched_topics_body(out: list[bytes], topics: tuple[tuple[str, tuple[FetchedPartition, ...]], ...],
                          version: int) -> None:
     """OffsetFetchResponse's topics (v0-v7) or a group's topics (v8+), appended to ``out``."""
-    flexible = version >= 6
+    if version >= 6:
+        _flexible_topics_body(out, topics)
+        return
     epochs = version >= 5
     partition_struct = _PARTITION_V5 if epochs else _PARTITION_V0
     add = out.append
-    add(_compact_length(len(topics)) if flexible else _I32.pack(len(topics)))
+    add(_I32.pack(len(topics)))
     for name, partitions in topics:
         encoded = name.encode()
-        add(_compact_length(len(encoded)) if flexible else _I16.pack(len(encoded)))
+        add(_I16.pack(len(encoded)))
         add(encoded)
-        add(_compact_length(len(partitions)) if flexible else _I32.pack(len(partitions)))
+        add(_I32.pack(len(partitions)))
         for partition, offset, leader_epoch, metadata, error in partitions:
             add(partition_struct.pack(partition, offset, leader_epoch) if epochs
                 else partition_struct.pack(partition, offset))
             if metadata is None:
-                add(b"\x00" if flexible else b"\xff\xff")
+                add(b"\xff\xff")
             else:
                 text = metadata.encode()
-                add(_compact_length(len(text)) if flexible else _I16.pack(len(text)))
+                add(_I16.pack(len(text)))
                 add(text)
-            add(_I16_TAGS.pack(error, 0) if flexible else _I16.pack(error))
-        if flexible:
-            add(b"\x00")
+            add(_I16.pack(error))
+
+
+def _flexible_topics_body(out: list[bytes], topics: tuple[tuple[str, tuple[FetchedPartition, ...]], ...]) -> None:
+    """The topics of a flexible version (v6+): a partition without metadata (null or empty,
+    as nearly every one is) is one pack, its compact length and empty tagged fields included."""
+    add = out.append
+    compact = _COMPACT
+    pack_bare = _PARTITION_BARE.pack
+    n = len(topics)
+    add(compact[n + 1] if n < 127 else encode_uvarint(n + 1))
+    for name, partitions in topics:
+        encoded = name.encode()
+        n = len(encoded)
+        add(compact[n + 1] if n < 127 else encode_uvarint(n + 1))
+        add(encoded)
+        n = len(partitions)
+        add(compact[n + 1] if n < 127 else encode_uvarint(n + 1))
+        for partition, offset, leader_epoch, metadata, error in partitions:
+            if not metadata:  # null (compact length 0) or empty (1)
+                add(pack_bare(partition, offset, leader_epoch, metadata is not None, error))
+            else:
+                text = metadata.encode()
+                add(_PARTITION_V5.pack(partition, offset, leader_epoch))
+                add(_compact_length(len(text)))
+                add(text)
+                add(_I16_TAGS.pack(error, 0))
+        add(b"\x00")
 
 
 def offset_fetch_body(version: int, r: Result) -> bytes:
@@ -92,7 +122,7 @@ def offset_fetch_body(version: int, r: Result) -> bytes:
         for group in groups:
             encoded = group.group_id.encode()
             out += (_compact_length(len(encoded)), encoded)
-            _fetched_topics_body(out, group.topics, version)
+            _flexible_topics_body(out, group.topics)
             out.append(_I16_TAGS.pack(group.error, 0))
         out.append(b"\x00")
         return b"".join(out)
@@ -307,10 +337,19 @@ def _read_fetch_topics(buf: bytes, pos: int) -> tuple[tuple[tuple[str, tuple[int
     pos += 1
     topics = []
     for _ in range(count):
-        name, pos = _compact(buf, pos)
-        n = _compact_count(buf, pos)
-        partitions = _INT32S_AT[n](buf, pos + 1)
-        pos += 1 + 4 * n
+        # The topic's name and its partitions' count, read inline (``_compact``,
+        # ``_compact_count``). A name running past the frame's end leaves ``buf[stop]``
+        # out of range: IndexError, not taken.
+        n = buf[pos] - 1
+        if not 0 <= n < 127:
+            raise _NotTaken
+        stop = pos + 1 + n
+        name = buf[pos + 1:stop].decode()
+        n = buf[stop] - 1
+        if not 0 <= n < 127:
+            raise _NotTaken
+        partitions = _INT32S_AT[n](buf, stop + 1)
+        pos = stop + 1 + 4 * n
         if buf[pos]:  # tagged fields
             raise _NotTaken
         pos += 1
@@ -319,9 +358,14 @@ def _read_fetch_topics(buf: bytes, pos: int) -> tuple[tuple[tuple[str, tuple[int
 
 
 def _read_fetch_group(version: int, buf: bytes, pos: int) -> OffsetFetchRequest:
-    # v6-v7: one group.
-    group_id, pos = _compact(buf, pos)
-    topics, pos = _read_fetch_topics(buf, pos)
+    # v6-v7: one group, its id read inline (``_compact``); an id running past the frame's
+    # end leaves ``buf[stop]`` out of range for the topics' reader.
+    n = buf[pos] - 1
+    if not 0 <= n < 127:
+        raise _NotTaken
+    stop = pos + 1 + n
+    group_id = buf[pos + 1:stop].decode()
+    topics, pos = _read_fetch_topics(buf, stop)
     require_stable = False
     if version >= 7:
         require_stable = buf[pos] != 0
