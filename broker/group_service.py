@@ -256,7 +256,8 @@ class GroupService:
             # written before it still to be made durable, so its frame goes out as it is.
             frame: Slot | bytes = self._reply_frame(api_key, header.api_version, header.correlation_id, binding,
                                                     replies[0][1])
-            self.timers.moved()
+            if self.coordinator.timers.earliest_new is not None:  # most fetches schedule no timer
+                self.timers.moved()
         else:
             frame = Slot(api_key, header.api_version, header.correlation_id)
             self._tickets[ticket] = (frame, binding, typed)
@@ -351,8 +352,10 @@ class GroupService:
             for slot, reply_result, _, _ in replies:
                 self._when_durable(needed, slot, reply_result)
         # Wake the timer task only if the earliest deadline moved earlier than what it
-        # sleeps until (a heartbeat pushes a later deadline: no wake-up needed).
-        self.timers.moved()
+        # sleeps until (a heartbeat pushes a later deadline: no wake-up needed); a change that
+        # scheduled no timer (most commits) cannot move it.
+        if self.coordinator.timers.earliest_new is not None:
+            self.timers.moved()
 
     def _reply_frame(self, api_key: int, version: int, correlation_id: int, binding: Binding,
                      result: Result) -> bytes:

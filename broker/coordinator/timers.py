@@ -41,7 +41,9 @@ class Timers:
         self._heap: list[tuple[int, int, str, str, str]] = []
         self._seq = 0
         self._kinds: dict[str, TimerKind] = {}
-        self._earliest_new: int | None = None
+        #: The earliest deadline scheduled since ``take_earliest_new`` was last called, or None:
+        #: read as it is where a call would cost more than the check (``broker.group_service``).
+        self.earliest_new: int | None = None
         #: Per key with an entry in the heap: [its deadline, the deadline last scheduled, that call's number].
         self._armed: dict[TimerKey, _Armed] = {}
 
@@ -50,9 +52,9 @@ class Timers:
 
     def schedule(self, deadline: int, kind: str, group_id: str, member_id: str = "") -> None:
         self._seq = seq = self._seq + 1
-        earliest = self._earliest_new
+        earliest = self.earliest_new
         if earliest is None or deadline < earliest:
-            self._earliest_new = deadline
+            self.earliest_new = deadline
         key = (kind, group_id, member_id)
         armed = self._armed.get(key)
         if armed is None:
@@ -85,7 +87,7 @@ class Timers:
         stops being current), so whoever sleeps until ``next_deadline`` need only compare
         this with it to know whether to wake sooner.
         """
-        earliest, self._earliest_new = self._earliest_new, None
+        earliest, self.earliest_new = self.earliest_new, None
         return earliest
 
     def next_deadline(self) -> int | None:
