@@ -242,6 +242,16 @@ def test_every_byte_set_to_every_kind_of_value_and_every_cut(api: int, version: 
         _same_outcome(frame[:position], decode)
 
 
+@pytest.mark.parametrize("version", [6, 7])
+def test_every_two_bytes_set_to_a_classic_null(version: int) -> None:
+    """Where a classic version's string length is an int16, -1 is null: two bytes no single
+    byte's change makes. Every pair set to it in turn (a group id, member id or topic name
+    may not be null; an instance id and metadata may)."""
+    frame = _frame(version, COMMIT_SAMPLE)
+    for position in range(8, len(frame) - 1):
+        _same_outcome(frame[:position] + b"\xff\xff" + frame[position + 2:], decode_offset_commit)
+
+
 # ---------------------------------------------------------------------- through the router
 
 
