@@ -268,9 +268,18 @@ def response_tail(api_key: int, api_version: int, body: bytes) -> tuple[int, byt
     return len(tail) + 4, tail
 
 
+#: (api key, version) -> whether its response header is v1 (flexible, but for ApiVersions),
+#: for ``response_frame``: one lookup per reply.
+_TAGGED_RESPONSE_HEADER: dict[tuple[int, int], bool] = {}
+
+
 def response_frame(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
     """``encode_response`` of a body already encoded by ``encode_response_body``: the same bytes."""
-    if compiled_for(RESPONSES[api_key], api_version).flexible and api_key != _API_VERSIONS:
+    tagged = _TAGGED_RESPONSE_HEADER.get((api_key, api_version))
+    if tagged is None:
+        tagged = _TAGGED_RESPONSE_HEADER[(api_key, api_version)] = (
+            compiled_for(RESPONSES[api_key], api_version).flexible and api_key != _API_VERSIONS)
+    if tagged:
         return b"".join((_FRAME_HEAD.pack(len(body) + 5, correlation_id), b"\x00", body))  # header v1: no tags
     return _FRAME_HEAD.pack(len(body) + 4, correlation_id) + body
 
