@@ -161,8 +161,8 @@ _UNREAD = (IndexError, struct.error, UnicodeDecodeError, _NotTaken)
 # A flexible version's compact length is length + 1 (0: null), one byte while under 128; the
 # readers take only one-byte lengths. A classic version's is an int16 (-1: null). The
 # readers of the shapes nearly every client sends (OffsetCommit v6-v9, OffsetFetch v6-v7)
-# read their strings and counts inline: a call per string cost 2 to 3 % of a one-partition
-# request's instructions. These helpers read the rest (OffsetFetch v8 and later).
+# read their strings and counts inline: calling a helper for each cost a one-partition
+# request 2 to 3 % of its instructions. These helpers read the rest (OffsetFetch v8 and later).
 
 def _compact(buf: bytes, pos: int) -> tuple[str, int]:
     """A non-null compact string at ``pos``, and the position after it."""
