@@ -161,8 +161,9 @@ _UNREAD = (IndexError, struct.error, UnicodeDecodeError, _NotTaken)
 # A flexible version's compact length is length + 1 (0: null), one byte while under 128; the
 # readers take only one-byte lengths. A classic version's is an int16 (-1: null). The
 # readers of the shapes nearly every client sends (OffsetCommit v6-v9, OffsetFetch v6-v7)
-# read their strings and counts inline: calling a helper for each cost a one-partition
-# request 2 to 3 % of its instructions. These helpers read the rest (OffsetFetch v8 and later).
+# read a group's strings inline and each topic's name with its array's count in one call
+# (``_name_and_count``): a helper call per string cost a one-partition request 2 to 3 % of
+# its instructions. ``_compact`` and its kin read the rest (OffsetFetch v8 and later).
 
 def _compact(buf: bytes, pos: int) -> tuple[str, int]:
     """A non-null compact string at ``pos``, and the position after it."""
@@ -178,6 +179,21 @@ def _compact_or_null(buf: bytes, pos: int) -> tuple[str | None, int]:
     if buf[pos] == 0:
         return None, pos + 1
     return _compact(buf, pos)
+
+
+def _name_and_count(buf: bytes, pos: int) -> tuple[str, int, int]:
+    """A topic's compact name and the one-byte count of the array after it: both, and the
+    position after the count. One call for what ``_compact`` and ``_compact_count`` read in
+    two; a name running past the frame's end leaves the count's byte out of range
+    (IndexError: not taken)."""
+    n = buf[pos] - 1
+    if not 0 <= n < 127:
+        raise _NotTaken
+    stop = pos + 1 + n
+    count = buf[stop] - 1
+    if not 0 <= count < 127:
+        raise _NotTaken
+    return buf[pos + 1:stop].decode(), count, stop + 1
 
 
 def _compact_count(buf: bytes, pos: int) -> int:
@@ -214,9 +230,9 @@ def _read_commit_flexible(version: int, buf: bytes, pos: int) -> OffsetCommitReq
     new_tuple = tuple.__new__
     partition_type = CommitPartition
     end = len(buf)
-    # The strings and counts are read inline (``_compact``, ``_compact_or_null``,
-    # ``_compact_count``): a call each cost more than its lines. One running past the
-    # frame's end leaves the read right after it out of range: not taken.
+    # The group's strings and the topic count are read inline (``_compact``,
+    # ``_compact_or_null``, ``_compact_count``): a call each cost more than its lines. One
+    # running past the frame's end leaves the read right after it out of range: not taken.
     n = buf[pos] - 1  # the group id's length
     if not 0 <= n < 127:
         raise _NotTaken
@@ -244,15 +260,7 @@ def _read_commit_flexible(version: int, buf: bytes, pos: int) -> OffsetCommitReq
     pos += 1
     topics = []
     for _ in range(topic_count):
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
-            raise _NotTaken
-        stop = pos + 1 + n
-        name = buf[pos + 1:stop].decode()
-        count = buf[stop] - 1
-        if not 0 <= count < 127:
-            raise _NotTaken
-        pos = stop + 1
+        name, count, pos = _name_and_count(buf, pos)
         partitions = []
         for _ in range(count):
             partition, offset, leader_epoch, length, tags = _FLEXIBLE_PARTITION_AT(buf, pos)
@@ -288,9 +296,9 @@ def _read_commit_classic(version: int, buf: bytes, pos: int) -> OffsetCommitRequ
     new_tuple = tuple.__new__
     partition_type = CommitPartition
     end = len(buf)
-    # The strings are read inline (``_classic``, ``_classic_or_null``): a call each cost more
-    # than its lines. One running past the frame's end leaves the int read right after it
-    # out of range: struct.error, not taken.
+    # The strings are read inline, without a helper call each (a call cost more than its
+    # lines). One running past the frame's end leaves the int read right after it out of
+    # range: struct.error, not taken.
     (n,) = _INT16_AT(buf, pos)  # the group id's length
     if n < 0:
         raise _NotTaken
@@ -374,19 +382,9 @@ def _read_fetch_topics(buf: bytes, pos: int) -> tuple[tuple[tuple[str, tuple[int
     pos += 1
     topics = []
     for _ in range(count):
-        # The topic's name and its partitions' count, read inline (``_compact``,
-        # ``_compact_count``). A name running past the frame's end leaves ``buf[stop]``
-        # out of range: IndexError, not taken.
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
-            raise _NotTaken
-        stop = pos + 1 + n
-        name = buf[pos + 1:stop].decode()
-        n = buf[stop] - 1
-        if not 0 <= n < 127:
-            raise _NotTaken
-        partitions = _INT32S_AT[n](buf, stop + 1)
-        pos = stop + 1 + 4 * n
+        name, n, pos = _name_and_count(buf, pos)
+        partitions = _INT32S_AT[n](buf, pos)
+        pos += 4 * n
         if buf[pos]:  # tagged fields
             raise _NotTaken
         pos += 1
