@@ -261,24 +261,31 @@ def response_tail(api_key: int, api_version: int, body: bytes) -> tuple[int, byt
     """``response_frame``'s bytes after the correlation id, and the frame's size field: the
     frame of ``body`` for any correlation id is ``FRAME_HEAD.pack(size, correlation_id) + tail``,
     for a body sent many times."""
-    if compiled_for(RESPONSES[api_key], api_version).flexible and api_key != _API_VERSIONS:
+    if _tagged_response_header(api_key, api_version):
         tail = b"\x00" + body  # header v1: no tags
     else:
         tail = body
     return len(tail) + 4, tail
 
 
-#: (api key, version) -> whether its response header is v1 (flexible, but for ApiVersions),
+#: (api key, version) -> whether its response header is v1 (``response_header_version``),
 #: for ``response_frame``: one lookup per reply.
 _TAGGED_RESPONSE_HEADER: dict[tuple[int, int], bool] = {}
 
 
-def response_frame(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
-    """``encode_response`` of a body already encoded by ``encode_response_body``: the same bytes."""
+def _tagged_response_header(api_key: int, api_version: int) -> bool:
     tagged = _TAGGED_RESPONSE_HEADER.get((api_key, api_version))
     if tagged is None:
         tagged = _TAGGED_RESPONSE_HEADER[(api_key, api_version)] = (
-            compiled_for(RESPONSES[api_key], api_version).flexible and api_key != _API_VERSIONS)
+            response_header_version(RESPONSES[api_key], api_version) == 1)
+    return tagged
+
+
+def response_frame(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
+    """``encode_response`` of a body already encoded by ``encode_response_body``: the same bytes."""
+    tagged = _TAGGED_RESPONSE_HEADER.get((api_key, api_version))  # the lookup inline: once per reply
+    if tagged is None:
+        tagged = _tagged_response_header(api_key, api_version)
     if tagged:
         return b"".join((_FRAME_HEAD.pack(len(body) + 5, correlation_id), b"\x00", body))  # header v1: no tags
     return _FRAME_HEAD.pack(len(body) + 4, correlation_id) + body
