@@ -53,12 +53,9 @@ def _compact_length(n: int) -> bytes:
     return _COMPACT[n + 1] if n < 127 else encode_uvarint(n + 1)
 
 
-def _fetched_topics_body(out: list[bytes], topics: tuple[tuple[str, tuple[FetchedPartition, ...]], ...],
+def _classic_topics_body(out: list[bytes], topics: tuple[tuple[str, tuple[FetchedPartition, ...]], ...],
                          version: int) -> None:
-    """OffsetFetchResponse's topics (v0-v7) or a group's topics (v8+), appended to ``out``."""
-    if version >= 6:
-        _flexible_topics_body(out, topics)
-        return
+    """OffsetFetchResponse's topics at a classic version (v0-v5), appended to ``out``."""
     epochs = version >= 5
     partition_struct = _PARTITION_V5 if epochs else _PARTITION_V0
     add = out.append
@@ -127,11 +124,13 @@ def offset_fetch_body(version: int, r: Result) -> bytes:
         out.append(b"\x00")
         return b"".join(out)
     group = r.groups[0]
-    _fetched_topics_body(out, group.topics, version)
     if version >= 6:
+        _flexible_topics_body(out, group.topics)
         out.append(_I16_TAGS.pack(group.error, 0))
-    elif version >= 2:
-        out.append(_I16.pack(group.error))
+    else:
+        _classic_topics_body(out, group.topics, version)
+        if version >= 2:
+            out.append(_I16.pack(group.error))
     return b"".join(out)
 
 
