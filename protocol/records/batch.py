@@ -518,17 +518,20 @@ def encode_key_value_batch(
 def _framed(parts: list[bytes | bytearray], count: int, base_offset: int, base_timestamp: int,
             partition_leader_epoch: int) -> bytes:
     """The batch of ``count`` plain records whose size-prefixed bytes are ``parts[1:]``."""
-    size_total = sum(map(len, parts))
+    # Joined behind a blank header first, then the header packed in place: the batch's size
+    # is the joined length (summing the parts' lengths took a call per part).
+    parts[0] = _BLANK_HEADER
+    out = bytearray().join(parts)
     try:
-        header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + size_total, partition_leader_epoch,
-                                       MAGIC, 0, 0,
-                                       count - 1, base_timestamp, base_timestamp, -1, -1, -1, count))
+        HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, 0,
+                         count - 1, base_timestamp, base_timestamp, -1, -1, -1, count)
     except struct.error as exc:
         raise RecordBatchError(f"cannot encode batch header: {exc}") from None
-    parts[0] = header
-    out = bytearray().join(parts)
     write_crc(out)
     return bytes(out)
+
+
+_BLANK_HEADER = bytes(HEADER_SIZE)
 
 
 class _NotPlain(Exception):

@@ -33,7 +33,13 @@ from protocol.consumer_offsets import (
     offset_key_prefix,
 )
 from protocol.errors import ProtocolError
-from protocol.records import EncodedRecords, build_records, encode_batch, encode_key_value_batch
+from protocol.records import (
+    EncodedRecords,
+    RecordBatchError,
+    build_records,
+    encode_batch,
+    encode_key_value_batch,
+)
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -56,6 +62,15 @@ def test_key_value_batch_of_many_records_and_other_buffers() -> None:
         build_records(many), base_offset=7, base_timestamp=1)
     odd = [(bytearray(b"key"), memoryview(b"value"))]
     assert encode_key_value_batch(odd) == encode_batch(build_records(odd))  # type: ignore[arg-type]
+
+
+def test_a_header_out_of_range_is_refused_as_the_general_encoder_refuses_it() -> None:
+    pairs = [(b"k", b"v")]
+    for base_offset, leader_epoch in ((2**63, -1), (-(2**63) - 1, -1), (0, 2**31)):
+        with pytest.raises(RecordBatchError, match="cannot encode batch header"):
+            encode_batch(build_records(pairs), base_offset=base_offset, partition_leader_epoch=leader_epoch)
+        with pytest.raises(RecordBatchError, match="cannot encode batch header"):
+            encode_key_value_batch(pairs, base_offset=base_offset, partition_leader_epoch=leader_epoch)
 
 
 @given(group=st.text(max_size=40), topic=st.text(max_size=40), partition=INT32)
