@@ -132,9 +132,10 @@ class OffsetMetadataManager:
         partitions_of = self.topics.partitions_of if self.config.require_known_topic and self.topics is not None \
             else None
         max_metadata = self.config.offset_metadata_max_bytes
-        # Records and values are built with tuple.__new__ and positional arguments: a named
-        # tuple's own constructor is a Python call, and these are built once per offset.
+        # Records are built with tuple.__new__ and positional arguments: a named tuple's own
+        # constructor is a Python call, and these are built once per offset.
         new_tuple = tuple.__new__
+        new_object = object.__new__
         record_type = OffsetCommitRecord
         value_type = OffsetValue
         records: list[OffsetCommitRecord] = []
@@ -158,8 +159,15 @@ class OffsetMetadataManager:
                 elif len(metadata) * 2 > max_metadata and _utf16_length(metadata) > max_metadata:
                     answer((index, E.OFFSET_METADATA_TOO_LARGE))
                 else:
-                    record(new_tuple(record_type, (group_id, name, index, value_type(
-                        offset, leader_epoch, metadata, commit_ts if commit_ts != -1 else now, expire_ts))))
+                    # Built without the dataclass's __init__ (a Python call per offset through
+                    # the type): the same five fields, stored straight into its slots.
+                    value = new_object(value_type)
+                    value.offset = offset
+                    value.leader_epoch = leader_epoch
+                    value.metadata = metadata
+                    value.commit_timestamp = commit_ts if commit_ts != -1 else now
+                    value.expire_timestamp = expire_ts
+                    record(new_tuple(record_type, (group_id, name, index, value)))
                     answer((index, ok))
             topics.append((name, tuple(partitions)))
         if records:
