@@ -272,14 +272,12 @@ def encode_plain_offset_records(records: Sequence[tuple[str, str, int, OffsetVal
     A commit's offsets, written as one loop with one pack each: no key, value or pair per
     offset (the commit path, once per committed offset).
     """
-    table = RECORD_VARINTS
     pack = _PLAIN_RECORD_TAIL.pack
-    zero = b"\x00\x00"  # attributes, timestamp delta
     value_type = OffsetValue
     parts: list[bytes | bytearray] = [b""]
     group = topic = None
-    head = b""
-    fixed = 0
+    leads: list[bytes] = []
+    count = len(records)
     try:
         for i, (group_id, topic_name, partition, value) in enumerate(records):
             if type(value) is not value_type or value.expire_timestamp >= 0 or value.metadata != "":
@@ -289,14 +287,40 @@ def encode_plain_offset_records(records: Sequence[tuple[str, str, int, OffsetVal
                 prefix = offset_key_prefix(group_id, topic_name)
                 if prefix is None:
                     return None
-                head = table[len(prefix) + 4] + prefix  # the key's length, then all but its partition
-                fixed = _PLAIN_RECORD_FIXED + len(head)
-            delta = table[i]
-            parts += (table[fixed + len(delta)], zero, delta, head,
-                      pack(partition, 48, 3, value.offset, value.leader_epoch, 0, value.commit_timestamp))
+                leads = _record_leads(prefix, count)
+            parts += (leads[i], pack(partition, 48, 3, value.offset, value.leader_epoch, 0, value.commit_timestamp))
     except (struct.error, IndexError, TypeError, ValueError):
         return None
-    return EncodedRecords(parts, len(records))
+    return EncodedRecords(parts, count)
+
+
+#: ``_record_leads`` kept by offset key prefix (a group commits the same topics again and
+#: again), up to _LEADS_KEPT leads in all; past that they are dropped and built again.
+_LEADS: dict[bytes, list[bytes]] = {}
+_LEADS_KEPT = 1 << 14
+_leads_held = 0
+
+
+def _record_leads(prefix: bytes, count: int) -> list[bytes]:
+    """The bytes before the partition in record i of a plain batch whose offset keys start
+    with ``prefix``, for i in 0..count-1 at least: the record's size, its attributes and
+    timestamp delta, the offset delta i, the key's length and the prefix."""
+    global _leads_held
+    leads = _LEADS.get(prefix)
+    if leads is not None and len(leads) >= count:
+        return leads
+    table = RECORD_VARINTS
+    if count > len(table):
+        raise IndexError("offset deltas past the varint table")
+    held = len(leads) if leads is not None else 0
+    if _leads_held - held + count > _LEADS_KEPT:
+        _LEADS.clear()
+        _leads_held = held = 0
+    head = table[len(prefix) + 4] + prefix  # the key's length, then all but its partition
+    fixed = _PLAIN_RECORD_FIXED + len(head)
+    leads = _LEADS[prefix] = [table[fixed + len(table[i])] + b"\x00\x00" + table[i] + head for i in range(count)]
+    _leads_held += count - held
+    return leads
 
 
 def encode_consumer_group_value(kind: int, body: dict[str, Any]) -> bytes:

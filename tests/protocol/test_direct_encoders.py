@@ -21,6 +21,7 @@ from broker.coordinator.records import (
     encode_all,
     encode_batch_records,
 )
+from protocol import consumer_offsets
 from protocol.codec import encode_response, encode_response_body, response_frame
 from protocol.consumer_offsets import (
     OffsetKey,
@@ -174,6 +175,21 @@ def test_plain_offsets_straight_into_the_records_section_are_the_general_batch(
     assert len(encoded) == len(records)
     written, general = _batch(records, encoded)
     assert written == general
+
+
+def test_the_leads_kept_by_prefix_grow_and_stay_bounded() -> None:
+    for count in (3, 70, 5, 300):  # longer than the leads kept for the prefix, then shorter
+        records = [OffsetCommitRecord("g", "t", i, OffsetValue(i, 0, "", 1, -1)) for i in range(count)]
+        encoded = encode_batch_records(records)
+        assert isinstance(encoded, EncodedRecords)
+        written, general = _batch(records, encoded)
+        assert written == general
+    for n in range(40):  # 40 topics of 1,000 offsets each: more than are kept in all
+        records = [OffsetCommitRecord("g", f"topic-{n}", i, OffsetValue(i, 0, "", 1, -1)) for i in range(1000)]
+        written, general = _batch(records, encode_batch_records(records))
+        assert written == general
+        held = sum(map(len, consumer_offsets._LEADS.values()))
+        assert held == consumer_offsets._leads_held <= consumer_offsets._LEADS_KEPT
 
 
 def test_a_records_section_past_the_varint_table_is_the_general_batch() -> None:
