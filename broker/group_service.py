@@ -236,9 +236,12 @@ class GroupService:
         header = request.header
         api_key = header.api_key
         binding = BINDINGS[api_key]
-        typed = request.typed  # read straight from the frame (OffsetCommit, OffsetFetch), else decoded here
+        # Read straight from the frame (OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat), else decoded here.
+        typed = request.typed
         if typed is None:
             typed = binding.decode(header.api_version, request.body, client)
+        elif binding.with_client is not None:
+            typed = binding.with_client(typed, client)
         if isinstance(typed, Rejected):
             # Answered before the coordinator looks at it: it reveals no state, so no wait.
             return encode_response(api_key, header.api_version, header.correlation_id,

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.coordinator.effects import Effects
-from broker.coordinator.packed import offset_fetch_body, read_offset_commit, read_offset_fetch
+from broker.coordinator.packed import (
+    offset_fetch_body,
+    read_consumer_group_heartbeat,
+    read_offset_commit,
+    read_offset_fetch,
+)
 from broker.coordinator.requests import (
     ClientInfo,
     CommitPartition,
@@ -80,6 +85,9 @@ class Binding:
     #: ``read(version, frame, body_position)``, what ``decode`` gives after the generic
     #: decoder, or None to leave the bytes to it (``protocol.codec.decode_request``).
     read: Callable[[int, bytes, int], TypedRequest | None] | None = None
+    #: Where what ``read`` gives lacks the client that ``decode`` puts in (it reads the frame
+    #: before the connection is known): that request with the client put in.
+    with_client: Callable[[TypedRequest, ClientInfo], TypedRequest] | None = None
 
 
 class Rejected:
@@ -439,6 +447,13 @@ def decode_consumer_group_heartbeat(version: int, body: Body, client: ClientInfo
     ))
 
 
+def consumer_group_heartbeat_with_client(request: TypedRequest, client: ClientInfo) -> ConsumerGroupHeartbeatRequest:
+    """``read_consumer_group_heartbeat``'s request with the connection's client in it."""
+    assert isinstance(request, ConsumerGroupHeartbeatRequest)
+    *fields, _, client_member_id = request
+    return tuple.__new__(ConsumerGroupHeartbeatRequest, (*fields, client, client_member_id))
+
+
 def encode_consumer_group_heartbeat(version: int, r: Result) -> dict[str, Any]:
     assert isinstance(r, ConsumerGroupHeartbeatResult)
     assignment = None if r.assignment is None else {
@@ -558,7 +573,8 @@ BINDINGS: dict[int, Binding] = {
     ApiKey.OFFSET_DELETE: Binding("OffsetDelete", decode_offset_delete, GroupCoordinatorShard.offset_delete, encode_offset_delete),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Binding(
         "ConsumerGroupHeartbeat", decode_consumer_group_heartbeat, GroupCoordinatorShard.consumer_group_heartbeat,
-        encode_consumer_group_heartbeat),
+        encode_consumer_group_heartbeat, read=read_consumer_group_heartbeat,
+        with_client=consumer_group_heartbeat_with_client),
     ApiKey.CONSUMER_GROUP_DESCRIBE: Binding(
         "ConsumerGroupDescribe", decode_consumer_group_describe, GroupCoordinatorShard.consumer_group_describe,
         encode_consumer_group_describe),

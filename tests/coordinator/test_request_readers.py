@@ -1,7 +1,9 @@
-"""OffsetCommit and OffsetFetch bodies read straight from the frame give what the generic path gives.
+"""OffsetCommit, OffsetFetch and ConsumerGroupHeartbeat bodies read straight from the frame give
+what the generic path gives.
 
-``read_offset_commit`` and ``read_offset_fetch`` (``broker.coordinator.packed``) skip the
-generic decoder's ``Container`` per group, topic and partition. Where one takes a body, its
+``read_offset_commit``, ``read_offset_fetch`` and ``read_consumer_group_heartbeat``
+(``broker.coordinator.packed``) skip the generic decoder's ``Container`` per group, topic
+and partition. Where one takes a body, its
 request equals what ``broker.coordinator.api`` decodes from the generic body; where it does
 not, the generic decoder runs, so malformed bytes are refused exactly as before; and the
 generic body stays available, decoded on demand, to whoever asks for it.
@@ -10,6 +12,7 @@ generic body stays available, decoded on demand, to whoever asks for it.
 from __future__ import annotations
 
 import logging
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +23,13 @@ from hypothesis import strategies as st
 
 from broker.config import Config
 from broker.context import BrokerContext
-from broker.coordinator.api import BINDINGS, decode_offset_commit, decode_offset_fetch
-from broker.coordinator.packed import read_offset_commit, read_offset_fetch
+from broker.coordinator.api import (
+    BINDINGS,
+    decode_consumer_group_heartbeat,
+    decode_offset_commit,
+    decode_offset_fetch,
+)
+from broker.coordinator.packed import read_consumer_group_heartbeat, read_offset_commit, read_offset_fetch
 from broker.coordinator.requests import ClientInfo
 from broker.group_service import GroupService
 from broker.handlers import groups
@@ -34,7 +42,8 @@ from protocol.messages import REQUESTS
 
 MESSAGE = REQUESTS[ApiKey.OFFSET_COMMIT]
 VERSIONS = range(MESSAGE.min_version, MESSAGE.max_version + 1)
-READERS: dict[int, TypedReader] = {ApiKey.OFFSET_COMMIT: read_offset_commit, ApiKey.OFFSET_FETCH: read_offset_fetch}
+READERS: dict[int, TypedReader] = {ApiKey.OFFSET_COMMIT: read_offset_commit, ApiKey.OFFSET_FETCH: read_offset_fetch,
+                                   ApiKey.CONSUMER_GROUP_HEARTBEAT: read_consumer_group_heartbeat}
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 # Mostly short; sometimes past 126 bytes, where a flexible version's length takes two bytes.
@@ -114,7 +123,7 @@ def _reads_as_generic(frame: bytes, decode: Any, taken: bool) -> None:
         assert request.typed == decode(version, generic.body, ClientInfo())
     if taken:
         assert request.typed is not None
-    elif version < 6:
+    elif version < 6 and generic.header.api_key != ApiKey.CONSUMER_GROUP_HEARTBEAT:
         assert request.typed is None
     assert request.body == generic.body
     assert request == generic and request.header == generic.header
@@ -211,6 +220,54 @@ def test_damaged_fetches_are_refused_as_before(version: int, body: dict[str, Any
     _same_outcome(_damage(_fetch_frame(version, body), data), decode_offset_fetch)
 
 
+# ---------------------------------------------------------------------- ConsumerGroupHeartbeat
+
+HEARTBEAT = REQUESTS[ApiKey.CONSUMER_GROUP_HEARTBEAT]
+HEARTBEAT_VERSIONS = range(HEARTBEAT.min_version, HEARTBEAT.max_version + 1)
+NULLABLE_TEXT = st.one_of(st.none(), TEXT)
+HEARTBEAT_BODIES = st.fixed_dictionaries({
+    "group_id": TEXT, "member_id": TEXT, "member_epoch": INT32, "instance_id": NULLABLE_TEXT,
+    "rack_id": NULLABLE_TEXT, "rebalance_timeout_ms": INT32,
+    "subscribed_topic_names": st.one_of(st.none(), st.lists(TEXT, max_size=3)),
+    "subscribed_topic_regex": NULLABLE_TEXT, "server_assignor": NULLABLE_TEXT,
+    "topic_partitions": st.one_of(st.none(), st.lists(st.fixed_dictionaries({
+        "topic_id": st.uuids(), "partitions": st.lists(INT32, max_size=4)}), max_size=3))})
+#: What a steady member sends: nothing changed, every nullable field null.
+STEADY_HEARTBEAT = {"group_id": "g", "member_id": "m", "member_epoch": 4, "instance_id": None, "rack_id": None,
+                    "rebalance_timeout_ms": -1, "subscribed_topic_names": None, "subscribed_topic_regex": None,
+                    "server_assignor": None, "topic_partitions": None}
+FULL_HEARTBEAT = {**STEADY_HEARTBEAT, "instance_id": "i", "rack_id": "r", "subscribed_topic_names": ["t", "u"],
+                  "subscribed_topic_regex": "t.*", "server_assignor": "uniform",
+                  "topic_partitions": [{"topic_id": uuid.UUID(int=7), "partitions": [0, 2]}]}
+
+
+def _heartbeat_frame(version: int, body: dict[str, Any]) -> bytes:
+    return encode_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, 1, body, "client")[4:]
+
+
+def _heartbeat_one_byte_lengths(version: int, body: dict[str, Any]) -> bool:
+    texts = [body["group_id"], body["member_id"], body["instance_id"] or "", body["rack_id"] or "",
+             body["server_assignor"] or "", *(body["subscribed_topic_names"] or ())]
+    if version >= 1:
+        texts.append(body["subscribed_topic_regex"] or "")
+    return all(len(text.encode()) < 127 for text in texts)
+
+
+@given(version=st.sampled_from(HEARTBEAT_VERSIONS), body=HEARTBEAT_BODIES)
+@example(version=1, body=STEADY_HEARTBEAT)
+@example(version=0, body=FULL_HEARTBEAT)
+def test_a_consumer_group_heartbeat_it_reads_is_what_the_generic_path_gives(version: int,
+                                                                            body: dict[str, Any]) -> None:
+    _reads_as_generic(_heartbeat_frame(version, body), decode_consumer_group_heartbeat,
+                      _heartbeat_one_byte_lengths(version, body))
+
+
+@given(version=st.sampled_from(HEARTBEAT_VERSIONS), body=HEARTBEAT_BODIES, data=st.data())
+def test_damaged_consumer_group_heartbeats_are_refused_as_before(version: int, body: dict[str, Any],
+                                                                  data: Any) -> None:
+    _same_outcome(_damage(_heartbeat_frame(version, body), data), decode_consumer_group_heartbeat)
+
+
 # ---------------------------------------------------------------------- every byte
 
 #: Values each byte of a frame is set to in turn: one-byte and longer lengths, nulls, a tag.
@@ -228,13 +285,16 @@ FETCH_SAMPLE = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [
 
 
 @pytest.mark.parametrize("api, version", [(ApiKey.OFFSET_COMMIT, v) for v in range(6, MESSAGE.max_version + 1)]
-                         + [(ApiKey.OFFSET_FETCH, v) for v in range(6, FETCH.max_version + 1)])
+                         + [(ApiKey.OFFSET_FETCH, v) for v in range(6, FETCH.max_version + 1)]
+                         + [(ApiKey.CONSUMER_GROUP_HEARTBEAT, v) for v in HEARTBEAT_VERSIONS])
 def test_every_byte_set_to_every_kind_of_value_and_every_cut(api: int, version: int) -> None:
     decode: Any
     if api == ApiKey.OFFSET_COMMIT:
         frame, decode = _frame(version, COMMIT_SAMPLE), decode_offset_commit
-    else:
+    elif api == ApiKey.OFFSET_FETCH:
         frame, decode = _fetch_frame(version, FETCH_SAMPLE), decode_offset_fetch
+    else:
+        frame, decode = _heartbeat_frame(version, FULL_HEARTBEAT), decode_consumer_group_heartbeat
     assert decode_request(frame, typed=READERS).typed is not None
     for position in range(8, len(frame)):
         for value in BYTE_VALUES:
