@@ -17,7 +17,8 @@ functions.
 
 ``--instructions`` (with ``--fetch``: of OffsetFetch v7 instead of commits; with
 ``--heartbeat``: of the load generator's classic Heartbeat v3, by the one member of a
-group) counts the instructions the interpreter executes per request instead,
+group; with ``--consumer-heartbeat``: of its steady ConsumerGroupHeartbeat v1, by the one
+member of a KIP-848 group) counts the instructions the interpreter executes per request instead,
 with valgrind (``cachegrind``, no cache simulation) over two runs of different lengths:
 unlike CPU time, the count does not move with the machine's load or speed, so two
 versions of the code compare on any machine (a run takes about a minute). valgrind must be
@@ -46,7 +47,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import FrameFactory, commit_factory, fetch_offsets_factory, heartbeat_factory
+from bench.loadgen import (
+    FrameFactory,
+    commit_factory,
+    consumer_heartbeat_factory,
+    fetch_offsets_factory,
+    heartbeat_factory,
+)
 from broker.app import Broker
 from broker.config import Config
 from broker.context import BrokerContext
@@ -216,35 +223,49 @@ def profile(version: int, partitions: int, requests: int, top: int) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
+def _call(broker: Broker, router: Router, api_key: ApiKey, version: int, body: dict[str, object]) -> Any:
+    """One request through the router, its reply decoded; a reply that waits for the group's
+    timer (a join completing) gets it fired here."""
+    outcome = router.route(encode_request(api_key, version, 1, body, "bench")[4:], PEER)
+    if type(outcome) is bytes:  # answered at once
+        return decode_response(api_key, version, outcome[4:])[1]
+    assert isinstance(outcome, Slot)
+    deadline = time.monotonic() + 10
+    while not outcome.is_set():
+        assert time.monotonic() < deadline, f"{api_key.name} not answered"
+        time.sleep(0.001)
+        service = broker.groups
+        service.apply(service.coordinator.on_time(service.clock()))
+    assert outcome.frame is not None
+    return decode_response(api_key, version, outcome.frame[4:])[1]
+
+
 def one_member_group(broker: Broker, router: Router, group: str) -> tuple[str, int]:
     """A classic group with one member, joined and synced through the router: (member id,
     generation). The join completes at the group's first timer, fired here."""
-    def call(api_key: ApiKey, version: int, body: dict[str, object]) -> Any:
-        outcome = router.route(encode_request(api_key, version, 1, body, "bench")[4:], PEER)
-        if type(outcome) is bytes:  # answered at once
-            return decode_response(api_key, version, outcome[4:])[1]
-        assert isinstance(outcome, Slot)
-        deadline = time.monotonic() + 10
-        while not outcome.is_set():
-            assert time.monotonic() < deadline, f"{api_key.name} not answered"
-            time.sleep(0.001)
-            service = broker.groups
-            service.apply(service.coordinator.on_time(service.clock()))
-        assert outcome.frame is not None
-        return decode_response(api_key, version, outcome.frame[4:])[1]
-
     join: dict[str, object] = {
         "group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
         "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
-    join["member_id"] = call(ApiKey.JOIN_GROUP, 5, join).member_id  # MEMBER_ID_REQUIRED first
-    joined = call(ApiKey.JOIN_GROUP, 5, join)
+    join["member_id"] = _call(broker, router, ApiKey.JOIN_GROUP, 5, join).member_id  # MEMBER_ID_REQUIRED first
+    joined = _call(broker, router, ApiKey.JOIN_GROUP, 5, join)
     assert joined.error_code == 0, joined
     member_id = str(join["member_id"])
-    synced = call(ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": joined.generation_id,
-                                         "member_id": member_id,
-                                         "assignments": [{"member_id": member_id, "assignment": b""}]})
+    synced = _call(broker, router, ApiKey.SYNC_GROUP, 3, {
+        "group_id": group, "generation_id": joined.generation_id, "member_id": member_id,
+        "assignments": [{"member_id": member_id, "assignment": b""}]})
     assert synced.error_code == 0, synced
     return member_id, joined.generation_id
+
+
+def one_consumer_group_member(broker: Broker, router: Router, group: str) -> tuple[str, int]:
+    """A KIP-848 consumer group with one member subscribed to the bench topic, joined with a
+    ConsumerGroupHeartbeat v1 through the router: (member id, epoch)."""
+    joined = _call(broker, router, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": "commit-cost-member", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [TOPIC],
+        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+    assert joined.error_code == 0, joined
+    return str(joined.member_id), int(joined.member_epoch)
 
 
 def route_heartbeats(requests: int) -> None:
@@ -258,6 +279,19 @@ def route_heartbeats(requests: int) -> None:
         run_round(router, frames[100:])
         reply = answered(router.route(frames[-1], PEER))
         assert decode_response(ApiKey.HEARTBEAT, 3, reply[4:])[1].error_code == 0  # the loadgen's v3
+
+
+def route_consumer_heartbeats(requests: int) -> None:
+    """Warm up, then route ``requests`` steady ConsumerGroupHeartbeats (the load generator's
+    v1: nothing changed) of a one-member KIP-848 group, each answered at once with no error."""
+    with in_process_broker() as (broker, router):
+        member_id, epoch = one_consumer_group_member(broker, router, "commit-cost-consumer")
+        factory = consumer_heartbeat_factory("commit-cost-consumer", member_id, epoch)
+        frames = [factory(i)[4:] for i in range(1, requests + 101)]
+        run_round(router, frames[:100])
+        run_round(router, frames[100:])
+        reply = answered(router.route(frames[-1], PEER))
+        assert decode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, reply[4:])[1].error_code == 0
 
 
 def route_only(version: int, partitions: int, requests: int, fetch: bool = False) -> None:
@@ -277,7 +311,7 @@ def route_only(version: int, partitions: int, requests: int, fetch: bool = False
 
 
 def instructions(version: int, partitions: int, requests: int, fetch: bool = False,
-                 heartbeat: bool = False) -> float:
+                 heartbeat: bool = False, consumer_heartbeat: bool = False) -> float:
     """Instructions per request: the count of a run of ``requests`` less one of a tenth as
     many, over the difference (start-up, warm-up and read-back cancel out)."""
     valgrind = shutil.which("valgrind")
@@ -290,7 +324,8 @@ def instructions(version: int, partitions: int, requests: int, fetch: bool = Fal
             [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
              sys.executable, "-m", "bench.commit_cost", "--version", str(version), "--route-only", str(n),
              "--partitions", str(partitions), *(["--fetch"] if fetch else []),
-             *(["--heartbeat"] if heartbeat else [])],
+             *(["--heartbeat"] if heartbeat else []),
+             *(["--consumer-heartbeat"] if consumer_heartbeat else [])],
             env=env, capture_output=True, text=True, check=True)
         found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
         if found is None:
@@ -316,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --instructions: OffsetFetch v7 of the committed offsets instead of commits")
     parser.add_argument("--heartbeat", action="store_true",
                         help="with --instructions: classic Heartbeat v3 of a one-member group instead of commits")
+    parser.add_argument("--consumer-heartbeat", action="store_true",
+                        help="with --instructions: steady ConsumerGroupHeartbeat v1 of a one-member KIP-848 group")
     parser.add_argument("--cold", action="store_true",
                         help="time one-partition commits one by one, warm and after other memory was read")
     parser.add_argument("--route-only", type=int, metavar="REQUESTS", help=argparse.SUPPRESS)
@@ -323,15 +360,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.route_only is not None:
         if args.heartbeat:
             route_heartbeats(args.route_only)
+        elif args.consumer_heartbeat:
+            route_consumer_heartbeats(args.route_only)
         else:
             route_only(args.version, args.partitions, args.route_only, args.fetch)
         return 0
     if args.instructions:
         requests = args.requests if args.partitions == 1 else max(20, args.requests // 10)
-        per_request = instructions(args.version, args.partitions, requests, args.fetch, args.heartbeat)
-        what = ("Heartbeat v3" if args.heartbeat else f"OffsetFetch v{FETCH_VERSION}" if args.fetch
-                else f"OffsetCommit v{args.version}")
-        shape = "" if args.heartbeat else f", {args.partitions} partition(s) per request"
+        per_request = instructions(args.version, args.partitions, requests, args.fetch, args.heartbeat,
+                                   args.consumer_heartbeat)
+        what = ("Heartbeat v3" if args.heartbeat else "ConsumerGroupHeartbeat v1" if args.consumer_heartbeat
+                else f"OffsetFetch v{FETCH_VERSION}" if args.fetch else f"OffsetCommit v{args.version}")
+        heartbeat = args.heartbeat or args.consumer_heartbeat
+        shape = "" if heartbeat else f", {args.partitions} partition(s) per request"
         print(f"{what}{shape}: {per_request:,.0f} instructions per request (valgrind, in process)")
         return 0
     if args.cold:

@@ -2,10 +2,14 @@
 
 ``commit_cost.cold_cost`` routes real OffsetCommit frames through a broker built as
 ``kcoord serve`` builds it, timing each alone, and checks every commit was applied;
-``calibration_lines`` puts its figures in the report beside the warm calibration.
+``calibration_lines`` puts its figures in the report beside the warm calibration. The
+workloads ``--instructions`` counts under valgrind run here without it: each checks its
+last reply.
 """
 
 from __future__ import annotations
+
+import pytest
 
 from bench import commit_cost
 from bench.run import Bench, calibration_lines
@@ -28,3 +32,15 @@ def test_the_report_gives_the_cold_figures_beside_the_calibration() -> None:
     assert lines[1].startswith("- The same one-partition OffsetCommit timed one request at a time, in process: "
                                "41.0 and 52.0 us of CPU right after the one before; after 2 MiB of other memory "
                                "was read, 45.0 and 60.0 us; after 64 MiB of other memory was read, 200.0 and 230.0 us")
+
+
+@pytest.mark.parametrize("workload", ["commits", "fetches", "heartbeats", "consumer heartbeats"])
+def test_every_workload_counted_with_valgrind_runs_and_is_answered(workload: str) -> None:
+    if workload == "commits":
+        commit_cost.route_only(8, 3, 5)
+    elif workload == "fetches":
+        commit_cost.route_only(8, 3, 5, fetch=True)
+    elif workload == "heartbeats":
+        commit_cost.route_heartbeats(5)
+    else:
+        commit_cost.route_consumer_heartbeats(5)
