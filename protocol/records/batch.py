@@ -459,7 +459,7 @@ class EncodedRecords:
     ``parts[0]`` is a placeholder for the header; after it, each of the ``count`` records as
     its size's varint followed by the record (attributes 0, timestamp delta 0, offset deltas
     0..count-1 in order, no headers), in any split into bytes objects. Encoding the batch
-    puts its header in ``parts[0]``.
+    replaces ``parts[0]`` (with room for the header, packed into the joined batch).
     """
 
     __slots__ = ("count", "parts")
@@ -515,11 +515,14 @@ def encode_key_value_batch(
     return _framed(parts, len(records), base_offset, base_timestamp, partition_leader_epoch)
 
 
+_BLANK_HEADER = bytes(HEADER_SIZE)
+
+
 def _framed(parts: list[bytes | bytearray], count: int, base_offset: int, base_timestamp: int,
             partition_leader_epoch: int) -> bytes:
     """The batch of ``count`` plain records whose size-prefixed bytes are ``parts[1:]``."""
     # Joined behind a blank header first, then the header packed in place: the batch's size
-    # is the joined length (summing the parts' lengths took a call per part).
+    # is the joined length (summing the parts' lengths took another pass over them all).
     parts[0] = _BLANK_HEADER
     out = bytearray().join(parts)
     try:
@@ -529,9 +532,6 @@ def _framed(parts: list[bytes | bytearray], count: int, base_offset: int, base_t
         raise RecordBatchError(f"cannot encode batch header: {exc}") from None
     write_crc(out)
     return bytes(out)
-
-
-_BLANK_HEADER = bytes(HEADER_SIZE)
 
 
 class _NotPlain(Exception):
