@@ -456,6 +456,8 @@ def read_consumer_group_heartbeat(version: int, buf: bytes, pos: int) -> Consume
     that did not change, so most fields are null, and the generic decoder's ``Container``
     and the adapter's lookups were a fifth of the request's bytecodes.
     """
+    if version > 1:  # a later version's fields are the generic decoder's
+        return None
     try:
         return _read_consumer_group_heartbeat(version, buf, pos)
     except _UNREAD:

@@ -262,6 +262,14 @@ def test_a_consumer_group_heartbeat_it_reads_is_what_the_generic_path_gives(vers
                       _heartbeat_one_byte_lengths(version, body))
 
 
+def test_a_consumer_group_heartbeat_version_past_the_readers_is_left_to_the_generic_decoder() -> None:
+    frame = _heartbeat_frame(1, FULL_HEARTBEAT)
+    position = 8 + 2 + len(b"client") + 1  # header v2: key, version, correlation id, client id, no tags
+    assert read_consumer_group_heartbeat(1, frame, position) == decode_consumer_group_heartbeat(
+        1, decode_request(frame).body, ClientInfo())
+    assert read_consumer_group_heartbeat(HEARTBEAT.max_version + 1, frame, position) is None
+
+
 @given(version=st.sampled_from(HEARTBEAT_VERSIONS), body=HEARTBEAT_BODIES, data=st.data())
 def test_damaged_consumer_group_heartbeats_are_refused_as_before(version: int, body: dict[str, Any],
                                                                   data: Any) -> None:
