@@ -18,9 +18,9 @@ functions.
 ``--instructions`` (with ``--fetch``: of OffsetFetch v7 instead of commits; with
 ``--heartbeat``: of the load generator's classic Heartbeat v3, by the one member of a
 group; with ``--consumer-heartbeat``: of its steady ConsumerGroupHeartbeat v1, by the one
-member of a KIP-848 group) counts the instructions the interpreter executes per request instead,
-with valgrind (``cachegrind``, no cache simulation) over two runs of different lengths:
-unlike CPU time, the count does not move with the machine's load or speed, so two
+member of a KIP-848 group) counts the instructions the interpreter executes per request
+instead, with valgrind (``cachegrind``, no cache simulation) over two runs of different
+lengths: unlike CPU time, the count does not move with the machine's load or speed, so two
 versions of the code compare on any machine (a run takes about a minute). valgrind must be
 installed (Debian: ``apt-get install valgrind``).
 
