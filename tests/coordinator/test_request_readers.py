@@ -3,10 +3,10 @@ what the generic path gives.
 
 ``read_offset_commit``, ``read_offset_fetch`` and ``read_consumer_group_heartbeat``
 (``broker.coordinator.packed``) skip the generic decoder's ``Container`` per group, topic
-and partition. Where one takes a body, its
-request equals what ``broker.coordinator.api`` decodes from the generic body; where it does
-not, the generic decoder runs, so malformed bytes are refused exactly as before; and the
-generic body stays available, decoded on demand, to whoever asks for it.
+and partition. Where one takes a body, its request equals what ``broker.coordinator.api``
+decodes from the generic body; where it does not, the generic decoder runs, so malformed
+bytes are refused exactly as before; and the generic body stays available, decoded on
+demand, to whoever asks for it.
 """
 
 from __future__ import annotations
