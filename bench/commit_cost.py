@@ -268,30 +268,24 @@ def one_consumer_group_member(broker: Broker, router: Router, group: str) -> tup
     return str(joined.member_id), int(joined.member_epoch)
 
 
-def route_heartbeats(requests: int) -> None:
+def route_heartbeats(requests: int, consumer: bool = False) -> None:
     """Warm up, then route ``requests`` heartbeats of a one-member group, each answered at
-    once with no error."""
+    once with no error: the load generator's classic Heartbeat v3, or with ``consumer`` its
+    steady ConsumerGroupHeartbeat v1 (nothing changed) in a KIP-848 group."""
     with in_process_broker() as (broker, router):
-        member_id, generation = one_member_group(broker, router, "commit-cost-heartbeat")
-        factory = heartbeat_factory("commit-cost-heartbeat", member_id, generation)
+        if consumer:
+            api_key, version = ApiKey.CONSUMER_GROUP_HEARTBEAT, 1
+            member_id, epoch = one_consumer_group_member(broker, router, "commit-cost-consumer")
+            factory = consumer_heartbeat_factory("commit-cost-consumer", member_id, epoch)
+        else:
+            api_key, version = ApiKey.HEARTBEAT, 3
+            member_id, generation = one_member_group(broker, router, "commit-cost-heartbeat")
+            factory = heartbeat_factory("commit-cost-heartbeat", member_id, generation)
         frames = [factory(i)[4:] for i in range(1, requests + 101)]
         run_round(router, frames[:100])
         run_round(router, frames[100:])
         reply = answered(router.route(frames[-1], PEER))
-        assert decode_response(ApiKey.HEARTBEAT, 3, reply[4:])[1].error_code == 0  # the loadgen's v3
-
-
-def route_consumer_heartbeats(requests: int) -> None:
-    """Warm up, then route ``requests`` steady ConsumerGroupHeartbeats (the load generator's
-    v1: nothing changed) of a one-member KIP-848 group, each answered at once with no error."""
-    with in_process_broker() as (broker, router):
-        member_id, epoch = one_consumer_group_member(broker, router, "commit-cost-consumer")
-        factory = consumer_heartbeat_factory("commit-cost-consumer", member_id, epoch)
-        frames = [factory(i)[4:] for i in range(1, requests + 101)]
-        run_round(router, frames[:100])
-        run_round(router, frames[100:])
-        reply = answered(router.route(frames[-1], PEER))
-        assert decode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, reply[4:])[1].error_code == 0
+        assert decode_response(api_key, version, reply[4:])[1].error_code == 0
 
 
 def route_only(version: int, partitions: int, requests: int, fetch: bool = False) -> None:
@@ -358,10 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--route-only", type=int, metavar="REQUESTS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.route_only is not None:
-        if args.heartbeat:
-            route_heartbeats(args.route_only)
-        elif args.consumer_heartbeat:
-            route_consumer_heartbeats(args.route_only)
+        if args.heartbeat or args.consumer_heartbeat:
+            route_heartbeats(args.route_only, consumer=args.consumer_heartbeat)
         else:
             route_only(args.version, args.partitions, args.route_only, args.fetch)
         return 0

@@ -465,30 +465,14 @@ def read_consumer_group_heartbeat(version: int, buf: bytes, pos: int) -> Consume
 
 
 def _read_consumer_group_heartbeat(version: int, buf: bytes, pos: int) -> ConsumerGroupHeartbeatRequest:
-    # The group and member ids inline, as the commit reader reads them: one running past the
-    # frame's end leaves the read right after it out of range (not taken).
-    n = buf[pos] - 1
-    if not 0 <= n < 127:
-        raise _NotTaken
-    stop = pos + 1 + n
-    group_id = buf[pos + 1:stop].decode()
-    n = buf[stop] - 1
-    if not 0 <= n < 127:
-        raise _NotTaken
-    pos = stop + 1 + n
-    member_id = buf[stop + 1:pos].decode()
+    group_id, pos = _compact(buf, pos)
+    member_id, pos = _compact(buf, pos)
     member_epoch, = _INT32_AT(buf, pos)
-    # The nullable fields: null (one zero byte) with no call, as a steady member sends them.
+    # A nullable string is read without a call when null (one zero byte), as a steady member
+    # sends nearly every field.
     pos += 4
-    instance_id = rack_id = regex = assignor = None
-    if buf[pos]:
-        instance_id, pos = _compact(buf, pos)
-    else:
-        pos += 1
-    if buf[pos]:
-        rack_id, pos = _compact(buf, pos)
-    else:
-        pos += 1
+    instance_id, pos = _compact(buf, pos) if buf[pos] else (None, pos + 1)
+    rack_id, pos = _compact(buf, pos) if buf[pos] else (None, pos + 1)
     rebalance_timeout_ms, = _INT32_AT(buf, pos)
     pos += 4
     names: tuple[str, ...] | None = None
@@ -502,15 +486,10 @@ def _read_consumer_group_heartbeat(version: int, buf: bytes, pos: int) -> Consum
         names = tuple(read)
     else:
         pos += 1
+    regex = None
     if version >= 1:
-        if buf[pos]:
-            regex, pos = _compact(buf, pos)
-        else:
-            pos += 1
-    if buf[pos]:
-        assignor, pos = _compact(buf, pos)
-    else:
-        pos += 1
+        regex, pos = _compact(buf, pos) if buf[pos] else (None, pos + 1)
+    assignor, pos = _compact(buf, pos) if buf[pos] else (None, pos + 1)
     owned: TopicPartitions | None = None
     if buf[pos]:
         count = _compact_count(buf, pos)

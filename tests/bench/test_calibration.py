@@ -43,4 +43,4 @@ def test_every_workload_counted_with_valgrind_runs_and_is_answered(workload: str
     elif workload == "heartbeats":
         commit_cost.route_heartbeats(5)
     else:
-        commit_cost.route_consumer_heartbeats(5)
+        commit_cost.route_heartbeats(5, consumer=True)
