@@ -151,8 +151,9 @@ def fetch_offsets_factory(group: str, topic: str, partitions: int, version: int 
 
 async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes], seconds: float,
                     depth: int, error_check: Callable[[bytes], bool] | None = None,
-                    opener: Opener = open_plain) -> Result:
-    """Keep ``depth`` requests in flight on one connection for ``seconds``.
+                    opener: Opener = open_plain, limit: int | None = None) -> Result:
+    """Keep ``depth`` requests in flight on one connection for ``seconds``, or until ``limit``
+    requests have been sent (then their replies are waited for, as at the end of ``seconds``).
 
     One task drives the connection: it sends, in one write, as many requests as the window
     has room for, then reads what has arrived and takes every complete reply out of it. A
@@ -175,8 +176,8 @@ async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes]
         with trio.move_on_after(seconds + DRAIN_SECONDS):
             while True:
                 now = clock()
-                room = depth - len(in_flight)
-                if now < stop_sending:
+                room = depth - len(in_flight) if limit is None else min(depth - len(in_flight), limit - correlation_id)
+                if now < stop_sending and (limit is None or correlation_id < limit):
                     if room:
                         frames = []
                         for _ in range(room):
@@ -214,11 +215,13 @@ async def pipelined(address: tuple[str, int], make_frame: Callable[[int], bytes]
 
 
 async def run_connections(address: tuple[str, int], factories: Sequence[Callable[[int], bytes]],
-                          seconds: float, depth: int, opener: Opener = open_plain) -> Result:
+                          seconds: float, depth: int, opener: Opener = open_plain, limit: int | None = None,
+                          error_check: Callable[[bytes], bool] | None = None) -> Result:
+    """``pipelined`` on one connection per factory at once; ``limit``: requests per connection."""
     total = Result()
 
     async def one(factory: Callable[[int], bytes]) -> None:
-        total.merge(await pipelined(address, factory, seconds, depth, opener=opener))
+        total.merge(await pipelined(address, factory, seconds, depth, error_check, opener, limit))
 
     begin = time.perf_counter()
     async with trio.open_nursery() as nursery:

@@ -100,6 +100,20 @@ async def test_every_reply_is_counted_once_and_the_window_holds(depth: int) -> N
     assert peer.most_in_flight == depth
 
 
+@pytest.mark.parametrize("depth", [1, 4, 8])
+async def test_a_limit_sends_that_many_requests_and_waits_for_their_replies(depth: int) -> None:
+    client, server = trio.testing.memory_stream_pair()
+    peer = Peer(server, seed=depth)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(peer.serve)
+        with trio.fail_after(10):
+            result = await loadgen.pipelined(("peer", 0), _frame, 60.0, depth, _has_error,
+                                             opener=_opener(client), limit=13)
+        nursery.cancel_scope.cancel()
+    assert result.requests == peer.received == peer.answered == 13
+    assert peer.most_in_flight == min(depth, 13)
+
+
 async def test_a_reply_out_of_order_is_an_error() -> None:
     client, server = trio.testing.memory_stream_pair()
     peer = Peer(server, seed=1, swap=True)
