@@ -15,6 +15,7 @@ import threading
 import time
 import tomllib
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +70,8 @@ class Broker:
     lines: list[str] = field(default_factory=list)
     #: The port of the broker's /metrics (``broker serve --http-listen``), if it serves one.
     metrics_port: int | None = None
+    #: The thread that reads the broker's stderr into ``lines``, until the broker exits.
+    reader: threading.Thread | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -103,14 +106,17 @@ class Broker:
                 return int(line.split()[1]) * 1024
         return 0
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM, up to ``timeout`` seconds to exit (then SIGKILL), and its last lines read."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(30)
+                self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        if self.reader is not None:
+            self.reader.join(10)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -147,23 +153,32 @@ def _drain(proc: subprocess.Popen[bytes], lines: list[str]) -> None:
 
 
 def start_kcoord(settings: dict[str, object] | None = None, data_dir: Path | None = None,
-                 http_port: int | None = None, metrics_port: int | None = None) -> Broker:
+                 http_port: int | None = None, metrics_port: int | None = None,
+                 launcher: Sequence[str] = (), entry: Sequence[str] | None = None,
+                 env: Mapping[str, str] | None = None) -> Broker:
     """The broker alone (with ``metrics_port``, and its /metrics), or with ``http_port``
-    ``kcoord serve`` with its HTTP surface and console."""
+    ``kcoord serve`` with its HTTP surface and console.
+
+    ``launcher``: words before the interpreter (valgrind and its options); ``entry``: what
+    the interpreter runs in place of ``-m broker`` (``bench.live_cost``'s tracer), given the
+    same ``serve`` arguments; ``env``: the broker's environment, if not this process's.
+    """
     compile_sources()
     workdir = Path(tempfile.mkdtemp(prefix="kcoord-bench-"))
     port = free_port()
     command = "broker" if http_port is None else "kcoord"
-    args = [sys.executable, "-m", command, "serve", "--listen", f"127.0.0.1:{port}",
-            "--data-dir", str(data_dir or workdir / "data"), "--log-level", "WARNING"]
+    args = [*launcher, sys.executable, *(entry if entry is not None else ("-m", command)), "serve",
+            "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir or workdir / "data"), "--log-level", "WARNING"]
     http = http_port if http_port is not None else metrics_port
     if http is not None:
         args += ["--http-listen", f"127.0.0.1:{http}"]
     for key, value in (settings or {}).items():
         args += ["--set", f"{key}={value}"]
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=None if env is None else dict(env))
     broker = Broker("kcoord", port, proc, workdir, metrics_port=http)
-    threading.Thread(target=_drain, args=(proc, broker.lines), daemon=True).start()
+    broker.reader = threading.Thread(target=_drain, args=(proc, broker.lines), daemon=True)
+    broker.reader.start()
     _wait_listening(port, proc)
     return broker
 

@@ -304,27 +304,38 @@ def route_only(version: int, partitions: int, requests: int, fetch: bool = False
         read_back(broker, router, workload)
 
 
+def valgrind_words() -> list[str]:
+    """valgrind counting the instructions a process executes (cachegrind without its cache
+    simulation), to put before its command; SystemExit if valgrind is not installed."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    return [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+
+
+def instructions_counted(output: str) -> int:
+    """The count of instructions valgrind printed as the process it ran exited."""
+    found = re.search(r"I\s+refs:\s+([\d,]+)", output)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output: {output[-500:]}")
+    return int(found.group(1).replace(",", ""))
+
+
 def instructions(version: int, partitions: int, requests: int, fetch: bool = False,
                  heartbeat: bool = False, consumer_heartbeat: bool = False) -> float:
     """Instructions per request: the count of a run of ``requests`` less one of a tenth as
     many, over the difference (start-up, warm-up and read-back cancel out)."""
-    valgrind = shutil.which("valgrind")
-    if valgrind is None:
-        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    valgrind = valgrind_words()
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in both runs
 
     def count(n: int) -> int:
         done = subprocess.run(
-            [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-             sys.executable, "-m", "bench.commit_cost", "--version", str(version), "--route-only", str(n),
+            [*valgrind, sys.executable, "-m", "bench.commit_cost", "--version", str(version), "--route-only", str(n),
              "--partitions", str(partitions), *(["--fetch"] if fetch else []),
              *(["--heartbeat"] if heartbeat else []),
              *(["--consumer-heartbeat"] if consumer_heartbeat else [])],
             env=env, capture_output=True, text=True, check=True)
-        found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-        if found is None:
-            raise RuntimeError(f"no instruction count in valgrind's output: {done.stderr[-500:]}")
-        return int(found.group(1).replace(",", ""))
+        return instructions_counted(done.stderr)
 
     few = max(1, requests // 10)
     return (count(requests) - count(few)) / (requests - few)
