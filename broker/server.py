@@ -487,7 +487,11 @@ class Connection:
         self._send_ready(ready)
         queue = self._queue
         if queue:
-            self._drain()
+            head = queue[0]
+            if type(head) is bytes or head.is_set():
+                self._drain()
+            else:  # nothing goes before it: its connection sends the queue once it is set
+                head.on_ready = self._drain
         if closing:
             frames.clear()
             self._finish_reading()
@@ -560,9 +564,9 @@ class Connection:
     def _drain(self) -> None:
         """Send the queue's ready replies now, in order, from whichever task made them ready.
 
-        Called after a read that queued replies, and by a queued slot as it is set (a sync
-        returned, a parked request was answered): the first slot still waiting gets this
-        method as its ``on_ready``, so a reply waiting for durability goes out from the
+        Called after a read whose queue starts with a ready reply, and by a queued slot as it
+        is set (a sync returned, a parked request was answered): the first slot still waiting
+        gets this method as its ``on_ready``, so a reply waiting for durability goes out from the
         task that released it, with no task woken per reply. What the socket does not take
         at once is the connection task's to send, and every later reply waits behind it.
         Never raises: a failed write ends only this connection.

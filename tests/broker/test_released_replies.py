@@ -7,6 +7,10 @@ of the client saved for every reply after the first.
 
 The real ``Server`` runs in-process on a loopback port with durable commits; ``os.write``
 is wrapped to see which writes carry the commit replies.
+
+A read whose first queued reply waits leaves that reply to call its connection once set;
+one that its own read released (a follower's SyncGroup the leader's, later in the same
+read, answered) goes out with the read.
 """
 
 from __future__ import annotations
@@ -128,3 +132,48 @@ async def test_the_coordinators_syncs_run_on_the_poller_while_it_serves(tmp_path
         assert group_commit.polled and group_commit.syncs >= 1
         server.shutdown()
     assert not group_commit.polled and group_commit.failure is None
+
+
+def join(correlation_id: int) -> bytes:
+    return encode_request(11, 3, correlation_id, {
+        "group_id": "synced", "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
+        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}, "kcoord-test")
+
+
+def sync(correlation_id: int, generation: int, member: str, assignments: list[dict[str, Any]]) -> bytes:
+    return encode_request(14, 3, correlation_id, {
+        "group_id": "synced", "generation_id": generation, "member_id": member, "group_instance_id": None,
+        "assignments": assignments}, "kcoord-test")
+
+
+def syncs_in_one_read(address: tuple[str, int]) -> list[tuple[int, int]]:
+    """Two members join; then, in one write on a third connection, the follower's SyncGroup
+    (which waits for the leader's) and the leader's, which releases both."""
+    with WireClient(*address) as a, WireClient(*address) as b, WireClient(*address) as c:
+        a.send_raw(join(1))
+        b.send_raw(join(2))
+        joined = [decode_response(11, 3, client.recv_frame())[1] for client in (a, b)]
+        assert [j.error_code for j in joined] == [0, 0]
+        assert joined[0].generation_id == joined[1].generation_id, "both joined the same generation"
+        leader = next(j for j in joined if j.member_id == j.leader)
+        follower = next(j for j in joined if j.member_id != j.leader)
+        assignments = [{"member_id": j.member_id, "assignment": b"x"} for j in joined]
+        c.send_raw(sync(FIRST_ID, follower.generation_id, follower.member_id, [])
+                   + sync(FIRST_ID + 1, leader.generation_id, leader.member_id, assignments))
+        replies = [decode_response(14, 3, c.recv_frame()) for _ in range(2)]
+        return [(correlation_id, body.error_code) for correlation_id, body in replies]
+
+
+async def test_a_reply_its_own_read_releases_goes_out_with_that_read(tmp_path: Path) -> None:
+    # Without an fsync the leader's SyncGroup answers the follower's at once, while the same
+    # read is handled: the follower's reply, first in the connection's queue, is set before
+    # the connection looks at its queue, and must go out then (nothing else would send it).
+    config = Config({"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 1000,
+                     "log.flush.policy": "os", "shutdown.grace.ms": 1000})
+    server = Server(config, "127.0.0.1", 0, tmp_path / "data")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(server.serve)
+        with trio.fail_after(30):
+            replies = await trio.to_thread.run_sync(syncs_in_one_read, address)
+        nursery.cancel_scope.cancel()
+    assert replies == [(FIRST_ID, 0), (FIRST_ID + 1, 0)]
