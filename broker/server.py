@@ -488,10 +488,10 @@ class Connection:
         queue = self._queue
         if queue:
             head = queue[0]
-            if type(head) is bytes or head.is_set():
+            if isinstance(head, Slot) and not head.is_set():
+                head.on_ready = self._drain  # nothing goes before it: it sends the queue once set
+            else:
                 self._drain()
-            else:  # nothing goes before it: its connection sends the queue once it is set
-                head.on_ready = self._drain
         if closing:
             frames.clear()
             self._finish_reading()
