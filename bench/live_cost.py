@@ -13,7 +13,7 @@ difference: start-up, connecting and shutting down cancel out.
 
 By default the broker runs under valgrind (cachegrind without its cache simulation) and
 the figure is machine instructions per request, which does not move with the machine's
-load or speed. ``--bytecodes`` runs it under a Python tracer instead and prints the
+speed (but see below on its load). ``--bytecodes`` runs it under a Python tracer instead and prints the
 bytecodes and Python calls per request, by module and by function: how much of a request's
 work is its own path and how much the connection's reads and writes, the group commit's
 sync rounds and trio's loop. The tracer follows the event loop's thread only.
