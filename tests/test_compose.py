@@ -487,35 +487,55 @@ def test_docker_compose_config_accepts_the_file() -> None:
 # --------------------------------------------------------------------------- the Dockerfile
 
 
+def lineage(stages: Mapping[str, Stage], name: str) -> list[str]:
+    """A stage and the stages it is built FROM, nearest first."""
+    chain = [name]
+    while stages[chain[-1]].raw_base in stages:
+        chain.append(stages[chain[-1]].raw_base)
+    return chain
+
+
 def test_every_stage_starts_from_the_python_image_argument_and_the_broker_is_the_default(
     stages: dict[str, Stage],
 ) -> None:
-    assert list(stages) == ["deps", "deps-demo", "deps-pipeline", "deps-etcd", "sources", "venv-broker", "venv-demo",
-                            "venv-pipeline", "runtime", "demo", "pipeline", "etcd", "broker"]
+    assert list(stages) == ["runtime", "requirements", "sources", "wheel", "deps-etcd", "deps", "deps-demo",
+                            "deps-pipeline", "demo", "pipeline", "etcd", "broker"]
     for name, stage in stages.items():
         # by default the public Python image; a local base through the build argument
         assert stage.base == ("scratch" if name == "sources" else "python:3.11-slim-bookworm"), name
-    assert {name for name, stage in stages.items() if stage.raw_base == "${PYTHON_IMAGE}"} == {"deps", "runtime"}
+    assert {name for name, stage in stages.items() if stage.raw_base == "${PYTHON_IMAGE}"} == {
+        "runtime", "requirements", "wheel", "deps-etcd"}
+    # every image is the runtime stage and what is added to it
+    for target in ("broker", "demo", "pipeline", "etcd"):
+        assert lineage(stages, target)[-1] == "runtime", target
 
 
-def test_the_runtime_images_take_only_a_virtualenv_from_the_build_stages(stages: dict[str, Stage]) -> None:
+def test_the_images_install_in_place_and_carry_no_pip_sources_or_wheels(stages: dict[str, Stage]) -> None:
     for target in ("broker", "demo", "pipeline"):
-        assert stages[target].copied_from == [(f"venv-{target}", ["/opt/kcoord/venv"], "/opt/kcoord/venv")], target
-        # no sources, no wheelhouse, no pip in the images
+        # kcoord's installed files over the matching dependency stage's packages, in place:
+        # no virtualenv copied from another stage, no sources, no wheel
+        assert [copy for keyword, arguments in stages[target].instructions if keyword == "COPY"
+                for copy in [arguments] if "--from=" in copy] == ["--from=wheel /opt/kcoord/staged/ /"], target
+        assert {origin for origin, _, _ in stages[target].copied_from} <= {"requirements", "wheel"}, target
         assert not any(destination.startswith("/opt/kcoord/src") for _, destination in stages[target].copies)
-        assert stages[target].mounts == []
-        assert any("--strip" in run for run in stages[f"venv-{target}"].runs), f"pip stays in the {target} image"
-        # kcoord from the sources, over the packages of the matching dependency stage
-        assert stages[f"venv-{target}"].copied_from == [("sources", ["/opt/kcoord/src"], "/opt/kcoord/src")]
-    # the wheelhouse is mounted for pip, never copied into a layer
-    for name in ("deps", "deps-demo", "deps-pipeline", "venv-broker", "venv-demo", "venv-pipeline"):
-        assert stages[name].mounts[-1] == "deploy/wheelhouse", name
-    assert not any("wheelhouse" in " ".join(sources) for stage in stages.values() for sources, _ in stage.copies)
-    # a build argument reaches only the stages that declare it
+        assert "deps" in lineage(stages, target)
+    assert re.search(r"pip-install\.sh wheel .*/opt/kcoord/src", " ".join(stages["wheel"].runs))
+    assert "--root /opt/kcoord/staged" in " ".join(stages["wheel"].runs)
     for name, stage in stages.items():
         own_runs = [arguments for keyword, arguments in stage.instructions if keyword == "RUN"]
-        if any(re.search(r"kcoord-pip-install (?!--strip)", run) for run in own_runs):
-            assert "PIP_OFFLINE" in stage.args, f"{name} runs pip without ARG PIP_OFFLINE"
+        for run in own_runs:
+            # pip only through the script, which removes it again in the same step
+            assert not re.search(r"-m pip\b|\bpip3? install", run), f"{name} runs pip itself: {run}"
+            if "pip-install.sh" in run:
+                # the script and the wheelhouse beside it are mounted for the step, never copied
+                assert "--mount=type=bind,source=deploy,target=/tmp/deploy" in run, name
+                assert "sh /tmp/deploy/pip-install.sh" in run, name
+                # a build argument reaches only the stages that declare it
+                assert "PIP_OFFLINE" in stage.args, f"{name} runs pip without ARG PIP_OFFLINE"
+    # each dependency stage checks what it installed
+    for name in ("deps", "deps-demo", "deps-pipeline"):
+        assert "pip-install.sh install --check -r" in stages[name].instructions[-1][1], name
+    assert not any("wheelhouse" in " ".join(sources) for stage in stages.values() for sources, _ in stage.copies)
 
 
 def test_the_compose_build_passes_the_base_image_and_offline_pip_through(compose: dict[str, Any]) -> None:
@@ -526,18 +546,35 @@ def test_the_compose_build_passes_the_base_image_and_offline_pip_through(compose
         assert service["build"]["args"] == {"PYTHON_IMAGE": "localhost/kcoord-base:bookworm", "PIP_OFFLINE": "1"}
 
 
-@pytest.mark.parametrize("offline, expected", [("1", ["--find-links", "/tmp/wheelhouse", "--no-index", "kcoord"]),
-                                                ("0", ["--find-links", "/tmp/wheelhouse", "kcoord"])])
-def test_pip_in_the_image_uses_the_wheelhouse_alone_when_offline(tmp_path: Path, offline: str,
-                                                                  expected: list[str]) -> None:
+@pytest.mark.parametrize("offline", ["1", "0"])
+@pytest.mark.parametrize("argv, check", [(["install", "kcoord"], False), (["install", "--check", "-r", "r.txt"], True),
+                                         (["wheel", "--no-deps", "src"], False)])
+def test_pip_in_the_image_uses_the_wheelhouse_alone_when_offline_and_leaves_no_pip(
+        tmp_path: Path, offline: str, argv: list[str], check: bool) -> None:
     fake_python = tmp_path / "bin" / "python"
     fake_python.parent.mkdir()
-    fake_python.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake_python.write_text('#!/bin/sh\necho "$*" >>"$CALLS"\n')  # each call, its output aside
     fake_python.chmod(0o755)
-    result = subprocess.run(["sh", str(REPO / "deploy" / "pip-install.sh"), "kcoord"], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", "PIP_OFFLINE": offline, "KCOORD_VENV": str(tmp_path)},
-                            check=True)
-    assert result.stdout.split() == ["-m", "pip", "install", *expected]
+    calls = tmp_path / "calls"
+    subprocess.run(["sh", str(REPO / "deploy" / "pip-install.sh"), *argv], capture_output=True, check=True,
+                   env={"PATH": "/usr/bin:/bin", "PIP_OFFLINE": offline, "KCOORD_VENV": str(tmp_path),
+                        "CALLS": str(calls)})
+    wheelhouse = REPO / "deploy" / "wheelhouse"
+    command, rest = argv[0], [arg for arg in argv[1:] if arg != "--check"]
+    index = ["--no-index"] if offline == "1" else []
+    assert calls.read_text().splitlines() == [
+        "-m ensurepip --default-pip",
+        " ".join(["-m", "pip", command, "--find-links", str(wheelhouse), *index, *rest]),
+        *(["-m pip check"] if check else []),
+        "-m pip uninstall --quiet --yes pip setuptools",
+    ]
+
+
+@pytest.mark.parametrize("argv", [[], ["download", "kcoord"], ["check"]])
+def test_pip_in_the_image_refuses_what_it_does_not_do(tmp_path: Path, argv: list[str]) -> None:
+    result = subprocess.run(["sh", str(REPO / "deploy" / "pip-install.sh"), *argv], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "KCOORD_VENV": str(tmp_path)})
+    assert result.returncode == 2 and "usage:" in result.stderr and result.stdout == ""
 
 
 @pytest.mark.parametrize("target", ["broker", "demo", "pipeline"])
@@ -559,12 +596,15 @@ def test_entrypoints_and_commands_are_exec_form(stages: dict[str, Stage]) -> Non
 
 def test_only_the_pipeline_image_has_java_17_and_the_pipeline_extra(stages: dict[str, Stage]) -> None:
     assert "openjdk-17-jre-headless" in " ".join(stages["pipeline"].runs)
-    assert re.search(r"requirements\.py /opt/kcoord/pyproject\.toml pipeline", " ".join(stages["deps-pipeline"].runs))
-    assert {target: stages[f"venv-{target}"].raw_base for target in ("broker", "demo", "pipeline")} == {
-        "broker": "deps", "demo": "deps-demo", "pipeline": "deps-pipeline"}
+    assert re.search(r"requirements\.py /opt/kcoord/pyproject\.toml pipeline", " ".join(stages["requirements"].runs))
+    assert {target: lineage(stages, target)[:-1] for target in ("broker", "demo", "pipeline")} == {
+        "broker": ["broker", "deps"], "demo": ["demo", "deps-demo", "deps"],
+        "pipeline": ["pipeline", "deps-pipeline", "deps"]}
+    pipeline_list = ("requirements", ["/opt/kcoord/requirements/pipeline.txt"], "/opt/kcoord/requirements/pipeline.txt")
+    assert pipeline_list in stages["pipeline"].copied_from
     for target in ("broker", "demo"):
         assert "openjdk" not in " ".join(stages[target].runs)
-        assert "pipeline" not in " ".join(stages[f"venv-{target}"].runs)
+        assert pipeline_list not in stages[target].copied_from
 
 
 def test_the_requirements_the_image_installs_are_the_projects() -> None:

