@@ -126,7 +126,7 @@ bench-pipeline: $(VENV)/.installed-dev
 # docker-compose.yml runs with Docker (its compose plugin and a daemon) where one answers, else
 # with podman and podman-compose, daemonless, by root, confined to this repository (.compose/)
 # and the temp directory by deploy/compose/podman-session.sh.
-COMPOSE_PACKAGES := podman podman-compose runc netavark aardvark-dns iptables debootstrap
+COMPOSE_PACKAGES := podman podman-compose runc netavark aardvark-dns iptables mmdebstrap debootstrap
 DOCKER_ANSWERS = command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 \
 	&& docker info >/dev/null 2>&1
 

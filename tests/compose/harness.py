@@ -89,8 +89,8 @@ def find_engine() -> EngineChoice | str:
             reasons.append(f"no {', '.join(missing)} (`make compose-tools` installs them as root)")
         elif os.geteuid() != 0:
             reasons.append("podman without a daemon needs root here (a private mount namespace)")
-        elif not BASE_ARCHIVE.exists() and shutil.which("debootstrap") is None:
-            reasons.append("no local base image and no debootstrap to build one")
+        elif not BASE_ARCHIVE.exists() and not (shutil.which("mmdebstrap") or shutil.which("debootstrap")):
+            reasons.append("no local base image and neither mmdebstrap nor debootstrap to build one")
         else:
             return EngineChoice("podman", ("podman-compose",))
     if wanted not in ("", "docker", "podman"):
