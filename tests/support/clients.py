@@ -103,7 +103,16 @@ class KafkaPythonConsumer(ConsumerThread):
         learn_partitions(self.consumer, [self.topic])
 
     def _poll(self) -> None:
-        for _, records in self.consumer.poll(timeout_ms=100).items():
+        from kafka.errors import KafkaConnectionError
+
+        try:
+            polled = self.consumer.poll(timeout_ms=100)
+        except KafkaConnectionError:
+            # While the broker is down, kafka-python 3.0's coordinator lookup lets the failed
+            # metadata refresh out of poll() (ensure_coordinator_ready_async catches only its
+            # timeout): an application polls again, and so does this one.
+            return
+        for _, records in polled.items():
             self.messages.extend((r.partition, r.offset, r.value) for r in records)
         self._set_assignment({tp.partition for tp in self.consumer.assignment()})
 
