@@ -6,6 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
+TEST_WORKERS ?= 2
 # kcoord's own packages (pyproject.toml's packages.find): linted, type-checked, byte-compiled.
 PACKAGES := broker protocol storage pipeline security admin kcoord console cluster
 
@@ -68,11 +69,14 @@ typecheck: $(VENV)/.installed-dev
 # The compose topology (tests/integration/test_topology.py) runs here too when containers can
 # run on this machine; compose-tools installs podman for it where it can, and the test says
 # plainly why it is skipped where it cannot. console-deps installs Chromium for the browser tests.
+# The tests run on TEST_WORKERS pytest-xdist workers (2: the CI machine's cores; the tests hold on
+# a busy machine), each test file whole on one worker (tests/conftest.py), the container
+# topologies together on one. TEST_WORKERS=0 runs them in this one process, one by one.
 # kcoord's modules are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set, every broker
 # process a test starts would otherwise compile them all from source again (a third of a start).
 test: lint typecheck compose-tools console-deps etcd
 	$(BIN)/python -m compileall -q $(PACKAGES) >/dev/null
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests; rc=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 # The console's browser tests (tests/console) drive Debian's chromium through Playwright for

@@ -4,12 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
 
 pytest_plugins = ["tests.support.cpu_load"]
+
+#: the test files that run containers: one podman session at a time uses the state directory
+CONTAINER_FILES = frozenset({"test_topology.py", "test_topology_sasl.py", "test_cluster_topology.py"})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``pytest -n N --dist loadfile`` (``make test``) each test file runs whole on one
+    worker, so its module fixtures start once; the container topologies run together on one
+    worker, one after another, as if they were one file."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ContainersTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if Path(nodeid.split("::", 1)[0]).name in CONTAINER_FILES:
+                return "containers"
+            return str(super()._split_scope(nodeid))
+
+    return ContainersTogether(config, log)
 
 
 @pytest.fixture

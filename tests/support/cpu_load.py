@@ -34,6 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
     count: int = config.getoption("--cpu-load")
     if count < 0:
         raise pytest.UsageError("--cpu-load must be 0 or more")
+    if hasattr(config, "workerinput"):
+        return  # a pytest-xdist worker: the controlling process runs the loops, once
     config.stash[_KEY] = [
         subprocess.Popen([sys.executable, "-c", _BUSY_LOOP], stdin=subprocess.DEVNULL)
         for _ in range(count)
