@@ -31,12 +31,12 @@ ARG PIP_OFFLINE=0
 # Every image starts from `runtime` (the base, the `kcoord` user, an empty virtualenv in
 # /opt/kcoord/venv, the healthcheck script) and installs into that virtualenv in place: its
 # third-party packages first, in layers that change only with pyproject.toml or the demo's
-# requirements, then kcoord's own wheel, built once from the sources by the `wheel` stage,
-# in a small layer of its own. A change in the sources rebuilds the wheel and those small
-# layers, not PySpark's, and no image copies a virtualenv from another stage. pip is run by
-# deploy/pip-install.sh, which installs it for the one command and removes it again (with
-# setuptools), so no image carries pip. A build argument reaches only the stages that name
-# it: each stage running pip says ARG PIP_OFFLINE.
+# requirements, then kcoord's own files, installed once from its wheel by the `wheel` stage
+# and copied in a small layer of their own. A change in the sources rebuilds the wheel and
+# those small layers, not PySpark's, and no image copies a virtualenv from another stage.
+# pip is run by deploy/pip-install.sh, which installs it for the one command and removes it
+# again (with setuptools), so no image carries pip. A build argument reaches only the stages
+# that name it: each stage running pip says ARG PIP_OFFLINE.
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -514,8 +514,8 @@ def test_the_images_install_in_place_and_carry_no_pip_sources_or_wheels(stages: 
     for target in ("broker", "demo", "pipeline"):
         # kcoord's installed files over the matching dependency stage's packages, in place:
         # no virtualenv copied from another stage, no sources, no wheel
-        assert [copy for keyword, arguments in stages[target].instructions if keyword == "COPY"
-                for copy in [arguments] if "--from=" in copy] == ["--from=wheel /opt/kcoord/staged/ /"], target
+        assert [arguments for keyword, arguments in stages[target].instructions
+                if keyword == "COPY" and "--from=" in arguments] == ["--from=wheel /opt/kcoord/staged/ /"], target
         assert {origin for origin, _, _ in stages[target].copied_from} <= {"requirements", "wheel"}, target
         assert not any(destination.startswith("/opt/kcoord/src") for _, destination in stages[target].copies)
         assert "deps" in lineage(stages, target)
