@@ -234,7 +234,11 @@ def test_latest_on_start_with_earliest_clients_and_partitions_added_later(broker
     try:
         wait_until(lambda: disjoint_cover(consumers, 2), 60, "both partitions to be assigned")
         for p in (0, 1):
-            assert _committed(broker, group, "feed", p) == (10, "kcoord:latest_on_start")
+            # the broker's commit at the end, or a client's commit of the position it was given
+            # there (when a rebalance revokes it, or on the auto-commit timer, which a busy machine
+            # lets come first): clients saying earliest would have committed 0. The marker itself
+            # is checked in tests/coordinator/test_reset_policies.py, where no client commits.
+            assert _committed(broker, group, "feed", p) in {(10, "kcoord:latest_on_start"), (10, "")}
         for p in (0, 1):
             _produce(broker, "feed", [b"new-%d" % i for i in range(5)], partition=p)
         wait_until(lambda: sum(len(c.messages) for c in consumers) >= 10, 30, "the new records")
